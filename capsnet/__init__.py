@@ -1,0 +1,1 @@
+"""capsnet: CapsNet and Multi-Lane CapsNet (MLCN) with lanes placed on devices."""
