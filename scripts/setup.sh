@@ -144,4 +144,4 @@ else
   echo "$horovod_key" >"$horovod_stamp"
 fi
 
-say "ready: $("$venv/bin/horovodrun" --check-build | grep -E '^\s*\[X\]' | tr -s ' ' | tr '\n' ' ')"
+say "ready: Horovod $horovod_version with $("$venv/bin/python" -m horovod_jobs.build_info 2>/dev/null)"

@@ -1,0 +1,20 @@
+# Every target runs scripts/setup.sh first: it is idempotent (seconds when nothing changed),
+# so `make demo` and `make test` each work on a fresh machine by themselves.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+NP ?= 2
+
+.PHONY: setup demo test bench clean
+
+setup:
+	TFNHR_VENV=$(abspath $(VENV)) ./scripts/setup.sh
+
+# The main job on the embedded default data, under Horovod with $(NP) local workers.
+demo: setup
+	$(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --gloo $(PY) -m horovod_jobs.smoke
+
+test: setup
+	$(PY) -m pytest tests -q
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .hypothesis

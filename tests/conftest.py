@@ -1,0 +1,30 @@
+"""Shared test fixtures: paths of the repo and of the venv the tests run in."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+
+# Keep TensorFlow quiet and small on the 2-core CI machines.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    """The repository root."""
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def horovodrun() -> Path:
+    """The venv's ``horovodrun`` launcher."""
+    path = VENV_BIN / "horovodrun"
+    if not path.exists():
+        pytest.fail(f"{path} missing: run scripts/setup.sh (it builds Horovod)")
+    return path

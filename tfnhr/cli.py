@@ -1,0 +1,51 @@
+"""``tfnhr`` command line.  Sub-commands:
+
+* ``tfnhr info`` — versions of the pinned stack, visible devices and what Horovod was built with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from collections.abc import Sequence
+
+
+def run_info(_: argparse.Namespace) -> int:
+    """Print the stack: Python, TensorFlow, Keras, Horovod and devices."""
+    import keras
+    import tensorflow as tf
+
+    import tfnhr
+    from horovod_jobs.build_info import check_build, summary
+
+    rows = [
+        ("tfnhr", tfnhr.__version__),
+        ("python", platform.python_version()),
+        ("tensorflow", tf.__version__),
+        ("keras", f"{keras.__version__} (backend {keras.backend.backend()})"),
+        ("devices", ", ".join(d.name for d in tf.config.list_logical_devices())),
+        ("horovod build", summary(check_build())),
+    ]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with all sub-commands."""
+    parser = argparse.ArgumentParser(prog="tfnhr", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("info", help="show the installed stack and devices").set_defaults(run=run_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tfnhr`` console script."""
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

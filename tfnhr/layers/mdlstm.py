@@ -1,0 +1,252 @@
+"""``MDLSTM2D``: multi-directional 2-D MDLSTM layer (Leaky LP, Leaky LP new-state or LSTM cells).
+
+Input and output::
+
+    dense  [B, H, W, C] (+ mask [B, H, W], bool)  ->  [B, H, W, units * directions]
+    ragged [B, (H), (W), C]                        ->  ragged [B, (H), (W), units * directions]
+
+* The mask is passed as ``layer(x, mask=m)`` (or arrives as the Keras mask of ``x``).  Cells
+  where it is False are invalid: their hidden and memory states are zero, their outputs are
+  zero and nothing flows through them, exactly as at the border of the image.  The layer
+  propagates the same mask to its output (so stacked ``MDLSTM2D`` layers keep it).
+* Ragged input is laid out either by example packing (``packing="examples"``: examples tiled
+  into canvases with invalid separator cells, :mod:`tfnhr.ops.packing`) or by padding to the
+  batch's largest height and width (``packing="pad"``); both give the same numbers as running
+  every example alone.
+* Output channels: ``units`` per direction, concatenated in direction order 0: scan from the
+  top-left corner, 1: from the top-right (input flipped along W), 2: from the bottom-left
+  (flipped along H), 3: from the bottom-right; ``directions=2`` uses 0 and 1.  Every direction
+  has its own weights and its output is flipped back to the input orientation.
+
+Cell equations and gate inputs: :mod:`tfnhr.layers.mdlstm_cells`; the skewed-grid computation:
+:mod:`tfnhr.layers.mdlstm_scan`.
+
+Weights (leading axis = direction; ``G = 5 units`` core gate columns in the cell's gate order):
+``kernel [D, C, G]`` (W), ``recurrent_kernel [D, 2u, G]`` (rows ``h1`` then ``h2``),
+``peephole_kernel [D, 2u, P]`` (rows ``s1`` then ``s2``, for the first ``P / u`` gates),
+``output_peephole_kernel [D, u, Q]`` (the memory seen by the ``Q / u`` output gates),
+``bias [D, G]``.  :meth:`MDLSTM2D.gate_weights` returns them per gate by name.
+
+Initialisation: every matrix block feeding one gate is Glorot-uniform for its own fan-in and
+fan-out (``W``: ``C -> u``; ``U``, ``V``, ``Vo``: ``u -> u``); all biases start at zero, which
+gives the Leaky LP lambda gate 0.5 (an equal mix of both predecessors' memories) and the LSTM
+forget gates ``f1 + f2 ~ 1`` (a forget bias of 1 per gate, the 1-D habit, would make the sum
+~1.46 and grow the LSTM state geometrically along the scan diagonal from the first step).
+
+Precision: weights and the recurrence are computed in the layer's variable dtype (float32, or
+float64 for ``dtype="float64"``); under a mixed-precision policy the inputs are cast up and the
+output cast to the compute dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfnhr.layers.mdlstm_cells import CELLS
+from tfnhr.layers.mdlstm_scan import MDLSTMParams, mdlstm_dense, mdlstm_dense_memory
+
+PACKING_MODES = ("examples", "pad")
+INPUT_PROJECTIONS = ("auto", "precompute", "in_loop")
+IN_LOOP_MAX_CHANNELS = 16
+"""``input_projection="auto"`` feeds the raw input into the loop when ``C_in`` is at most this
+(see benchmarks/mdlstm_speed.py)."""
+
+
+class MDLSTM2D(keras.layers.Layer):
+    """Multi-directional 2-D MDLSTM (see the module docstring for shapes and semantics).
+
+    Args:
+      units: hidden units per direction.
+      cell: ``"leaky_lp"`` (default), ``"leaky_lp_new_state"`` or ``"lstm"``.
+      directions: 1, 2 or 4.
+      packing: how ragged input is laid out: ``"examples"`` (packing) or ``"pad"``.
+      dropout: dropout rate on the outputs, applied in training only.
+      input_projection: ``"precompute"`` (``x @ W`` for all cells before the loop),
+        ``"in_loop"`` (raw input enters the loop's matmul) or ``"auto"`` (``in_loop`` for
+        ``C_in <= IN_LOOP_MAX_CHANNELS``).
+      jit_compile: compile the dense computation with XLA (``True``/``False``); ``"auto"``
+        uses XLA for dense input and not for ragged input (whose canvas sizes change from batch
+        to batch, and every new size costs an XLA compilation).
+      **kwargs: Keras layer arguments (``name``, ``dtype``, ...).
+    """
+
+    def __init__(
+        self,
+        units: int,
+        cell: str = "leaky_lp",
+        directions: int = 4,
+        packing: str = "examples",
+        dropout: float = 0.0,
+        input_projection: str = "auto",
+        jit_compile: bool | str = "auto",
+        **kwargs,
+    ):
+        kwargs.pop("autocast", None)
+        super().__init__(autocast=False, **kwargs)
+        if int(units) != units or units < 1:
+            raise ValueError(f"units must be a positive integer, got {units!r}")
+        if cell not in CELLS:
+            raise ValueError(f"cell must be one of {sorted(CELLS)}, got {cell!r}")
+        if directions not in (1, 2, 4):
+            raise ValueError(f"directions must be 1, 2 or 4, got {directions!r}")
+        if packing not in PACKING_MODES:
+            raise ValueError(f"packing must be one of {PACKING_MODES}, got {packing!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        if input_projection not in INPUT_PROJECTIONS:
+            raise ValueError(
+                f"input_projection must be one of {INPUT_PROJECTIONS}, got {input_projection!r}"
+            )
+        if jit_compile not in (True, False, "auto"):
+            raise ValueError(f"jit_compile must be True, False or 'auto', got {jit_compile!r}")
+        self.units = int(units)
+        self.cell = cell
+        self.directions = directions
+        self.packing = packing
+        self.dropout = float(dropout)
+        self.input_projection = input_projection
+        self.jit_compile = jit_compile
+        self.supports_masking = True
+        self._cell = CELLS[cell]
+        self._seed_generator = keras.random.SeedGenerator() if dropout else None
+
+    # ------------------------------------------------------------------ weights
+
+    def build(self, input_shape) -> None:
+        channels = input_shape[-1]
+        if len(input_shape) != 4 or channels is None:
+            raise ValueError(
+                f"MDLSTM2D expects [B, H, W, C] input with a known C, got shape {input_shape}"
+            )
+        d, u, cell = self.directions, self.units, self._cell
+        g = len(cell.gates) * u
+
+        def glorot(fan_in: int) -> keras.initializers.Initializer:
+            limit = math.sqrt(6.0 / (fan_in + u))
+            return keras.initializers.RandomUniform(-limit, limit)
+
+        self.kernel = self.add_weight(name="kernel", shape=(d, channels, g), initializer=glorot(channels))
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel", shape=(d, 2 * u, g), initializer=glorot(u)
+        )
+        self.peephole_kernel = self.add_weight(
+            name="peephole_kernel", shape=(d, 2 * u, cell.peephole_gates * u), initializer=glorot(u)
+        )
+        self.output_peephole_kernel = self.add_weight(
+            name="output_peephole_kernel", shape=(d, u, cell.output_gates * u),
+            initializer=glorot(u),
+        )
+        self.bias = self.add_weight(name="bias", shape=(d, g), initializer="zeros")
+        self._channels = channels
+        in_loop = self.input_projection == "in_loop" or (
+            self.input_projection == "auto" and channels <= IN_LOOP_MAX_CHANNELS
+        )
+        self._dense_fns = {
+            jit: tf.function(
+                functools.partial(mdlstm_dense, cell=cell, in_loop=in_loop),
+                jit_compile=jit, reduce_retracing=True,
+            )
+            for jit in (False, True)
+        }
+
+    def gate_weights(self, direction: int) -> dict[str, dict[str, np.ndarray]]:
+        """The weights of one direction by gate name (``self.cell``'s gates, see
+        :mod:`tfnhr.layers.mdlstm_cells`), as NumPy arrays.
+
+        Returns:
+          ``{gate: {"W": [C, u], "U1": [u, u], "U2": [u, u], "b": [u]}}``; peephole gates also
+          have ``"V1"``, ``"V2"`` ``[u, u]`` (on ``s1``, ``s2``), output gates ``"Vo"`` ``[u, u]``
+          (on the memory they see).  The cell computes ``x @ W + h1 @ U1 + ...``.
+        """
+        if not 0 <= direction < self.directions:
+            raise ValueError(f"direction must be in [0, {self.directions}), got {direction}")
+        u, cell = self.units, self._cell
+        kernel = keras.ops.convert_to_numpy(self.kernel)[direction]
+        recurrent = keras.ops.convert_to_numpy(self.recurrent_kernel)[direction]
+        peephole = keras.ops.convert_to_numpy(self.peephole_kernel)[direction]
+        output = keras.ops.convert_to_numpy(self.output_peephole_kernel)[direction]
+        bias = keras.ops.convert_to_numpy(self.bias)[direction]
+        first_output = len(cell.gates) - cell.output_gates
+        weights = {}
+        for k, gate in enumerate(cell.gates):
+            cols = slice(k * u, (k + 1) * u)
+            w = {"W": kernel[:, cols], "U1": recurrent[:u, cols], "U2": recurrent[u:, cols],
+                 "b": bias[cols]}
+            if k < cell.peephole_gates:
+                w["V1"], w["V2"] = peephole[:u, cols], peephole[u:, cols]
+            if k >= first_output:
+                w["Vo"] = output[:, (k - first_output) * u:(k - first_output + 1) * u]
+            weights[gate] = w
+        return weights
+
+    def _params(self) -> MDLSTMParams:
+        return MDLSTMParams(
+            *(tf.convert_to_tensor(v) for v in (
+                self.kernel, self.bias, self.recurrent_kernel, self.peephole_kernel,
+                self.output_peephole_kernel,
+            ))
+        )
+
+    # ------------------------------------------------------------------ call
+
+    def call(self, inputs, mask=None, training=None):
+        if isinstance(inputs, tf.RaggedTensor):
+            raise NotImplementedError("ragged input")
+        x, valid = self._check_dense(inputs, mask)
+        out = self._dense_fns[self.jit_compile is True or self.jit_compile == "auto"](
+            x, valid, self._params()
+        )
+        if training and self.dropout:
+            out = keras.random.dropout(out, self.dropout, seed=self._seed_generator)
+        return tf.cast(out, self.compute_dtype)
+
+    def memory(self, inputs, mask=None) -> tf.Tensor:
+        """The memory states ``s`` (dense input only; for inspection, not differentiable).
+
+        Returns:
+          ``[B, H, W, units * directions]`` in the layout of the output.
+        """
+        x, valid = self._check_dense(tf.convert_to_tensor(inputs), mask)
+        return mdlstm_dense_memory(x, valid, self._params(), self._cell)
+
+    def _check_dense(self, inputs, mask):
+        """Validate a dense batch; returns it and its 0/1 mask in the variable dtype."""
+        shape = inputs.shape
+        if shape.rank != 4:
+            raise ValueError(f"MDLSTM2D expects [B, H, W, C] input, got shape {shape}")
+        if shape[-1] != self._channels:
+            raise ValueError(
+                f"MDLSTM2D was built for {self._channels} input channels, got {shape[-1]}"
+            )
+        if any(dim == 0 for dim in shape[:3]):
+            raise ValueError(f"MDLSTM2D got an empty batch or a zero-size image: {shape}")
+        x = tf.cast(inputs, self.variable_dtype)
+        if mask is None:
+            return x, tf.ones(tf.shape(x)[:3], x.dtype)
+        mask = tf.convert_to_tensor(mask)
+        if mask.shape.rank != 3:
+            raise ValueError(f"MDLSTM2D expects a [B, H, W] mask, got shape {mask.shape}")
+        return x, tf.cast(mask, x.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.units * self.directions,)
+
+    def compute_mask(self, inputs, mask=None):
+        return None if isinstance(inputs, tf.RaggedTensor) else mask
+
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "units": self.units,
+            "cell": self.cell,
+            "directions": self.directions,
+            "packing": self.packing,
+            "dropout": self.dropout,
+            "input_projection": self.input_projection,
+            "jit_compile": self.jit_compile,
+        }

@@ -1,0 +1,178 @@
+"""MDLSTM cell types: gate layout, forward step and hand-written backward step.
+
+All three cells see the input ``x`` (``C`` channels) and two predecessors, the *left* one
+``(h1, s1)`` and the *upper* one ``(h2, s2)`` (in scan direction), each ``units`` wide.
+Every gate ``g`` has an input matrix ``W_g`` (C x u), recurrent matrices ``U_g1, U_g2`` (u x u, on
+``h1``, ``h2``) and a bias ``b_g``.  Peephole matrices (full u x u matrices, as in the seed's
+grouped convolutions) are present only where listed:
+
+``"leaky_lp"`` (seed paper variant of Leifert et al.'s Leaky LP cell; the default)::
+
+    a    = tanh   (W_a x  + U_a1 h1  + U_a2 h2                          + b_a)
+    i    = sigmoid(W_i x  + U_i1 h1  + U_i2 h2  + V_i1 s1 + V_i2 s2      + b_i)
+    l    = sigmoid(W_l x  + U_l1 h1  + U_l2 h2  + V_l1 s1 + V_l2 s2      + b_l)   # lambda gate
+    sbar = l * s1 + (1 - l) * s2
+    s    = i * a + (1 - i) * sbar
+    o1   = sigmoid(W_o1 x + U_o11 h1 + U_o12 h2 + Vo_o1 m                + b_o1)
+    o2   = sigmoid(W_o2 x + U_o21 h1 + U_o22 h2 + Vo_o2 m                + b_o2)
+    y    = tanh(o1 * sbar + o2 * s)                with m = sbar (previous, mixed memory)
+
+``"leaky_lp_new_state"``: the same with ``m = s`` (Leifert's diagram: output gates see the new
+memory).  ``sbar`` and ``s`` are convex combinations of values in [-1, 1], so ``|s| <= 1``
+always holds for both Leaky LP cells.
+
+``"lstm"`` (Graves' 2-D MDLSTM with two forget gates)::
+
+    i, f1, f2 = sigmoid(W x + U1 h1 + U2 h2 + V1 s1 + V2 s2 + b)   # per gate
+    a  = tanh   (W_a x + U_a1 h1 + U_a2 h2 + b_a)
+    s  = i * a + f1 * s1 + f2 * s2
+    o  = sigmoid(W_o x + U_o1 h1 + U_o2 h2 + Vo_o s + b_o)
+    y  = o * tanh(s)
+
+Nothing bounds ``f1 + f2`` by 1, so the LSTM state can grow geometrically along the scan
+diagonal and overflow on large images; that instability is why Leaky LP exists.
+
+Fused layout.  The ``G = 5 u`` pre-activations of the *core* gates are computed by one matmul;
+they are ordered with the peephole gates first and the output gates last
+(``leaky_lp``: ``[i, l, a, o1, o2]``; ``lstm``: ``[i, f1, f2, a, o]``).  The output gates' memory
+term ``m @ Vo`` is a second, small matmul, since ``m`` depends on the step's own gates.
+
+The forward step saves ``acts`` (gate activations plus what the backward step needs) so that
+the backward step needs neither the states of the previous column nor any recomputation of
+matmuls.  Where a cell is invalid the caller zeroes ``dy`` and ``ds``; the backward step then
+gives zero gradients there whatever the saved values are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable
+
+import tensorflow as tf
+
+ACTS_PER_UNIT = 7
+"""Saved activation channels per unit, for every cell type."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CellType:
+    """Static description of a cell type and its step functions.
+
+    Attributes:
+      name: the ``cell=`` string.
+      gates: names of the core gates in fused column order (each ``units`` wide).
+      peephole_gates: how many of the first ``gates`` see ``s1, s2`` through ``V``.
+      output_gates: how many of the last ``gates`` see the memory ``m`` through ``Vo``.
+      forward: ``(z, s1, s2, vo) -> (y, s, acts)`` for one column of ``N`` cells per
+        direction, in the units-first layout ``[D, channels, N]``.  ``z`` ``[D, 5u, N]`` holds
+        the core pre-activations (input, recurrent and peephole terms and bias), ``s1, s2``
+        ``[D, u, N]`` the left and upper predecessor memories, ``vo`` ``[D, Q, u]`` the output
+        gates' memory weights (``Q = output_gates * u``; the gates get ``vo @ m``).  Returns the
+        outputs and new memories ``[D, u, N]`` (not yet masked) and the saved activations
+        ``acts`` ``[D, ACTS_PER_UNIT * u, N]``.
+      backward: ``(acts, y, s, dy, ds, vo) -> (dz, ds1, ds2)``.  Given the saved ``acts``, the
+        column's (possibly masked) ``y, s`` and the gradients ``dy, ds`` w.r.t. them (zero at
+        invalid cells): the gradient ``[D, 5u, N]`` of the core pre-activations and the direct
+        (non-matmul) gradients ``[D, u, N]`` w.r.t. ``s1, s2``.
+    """
+
+    name: str
+    gates: tuple[str, ...]
+    peephole_gates: int
+    output_gates: int
+    forward: Callable
+    backward: Callable
+
+
+def _dsigmoid(g):
+    return g * (1.0 - g)
+
+
+def _dtanh(t):
+    return 1.0 - t * t
+
+
+# Leaky LP saves acts = [i, l, a, o1, o2, sbar, s1 - s2].
+
+
+def _leaky_forward(z, s1, s2, vo, new_state: bool):
+    u = s1.shape[1]
+    zil, za, zo = tf.split(z, [2 * u, u, 2 * u], axis=1)
+    il = tf.sigmoid(zil)
+    i, l = tf.split(il, 2, axis=1)
+    a = tf.tanh(za)
+    diff = s1 - s2
+    sbar = s2 + l * diff
+    s = sbar + i * (a - sbar)
+    o = tf.sigmoid(zo + tf.matmul(vo, s if new_state else sbar))
+    o1, o2 = tf.split(o, 2, axis=1)
+    y = tf.tanh(o1 * sbar + o2 * s)
+    return y, s, tf.concat([il, a, o, sbar, diff], axis=1)
+
+
+def _leaky_backward(acts, y, s, dy, ds, vo, new_state: bool):
+    u = y.shape[1]
+    il, a, o, sbar, diff = tf.split(acts, [2 * u, u, 2 * u, u, u], axis=1)
+    i, l = tf.split(il, 2, axis=1)
+    o1, o2 = tf.split(o, 2, axis=1)
+    dq = dy * _dtanh(y)
+    dzo = tf.concat([dq * sbar, dq * s], axis=1) * _dsigmoid(o)
+    dm = tf.matmul(vo, dzo, transpose_a=True)
+    dsbar = dq * o1
+    ds = ds + dq * o2
+    if new_state:
+        ds = ds + dm
+    else:
+        dsbar = dsbar + dm
+    dsbar = dsbar + ds * (1.0 - i)
+    dzil = tf.concat([ds * (a - sbar), dsbar * diff], axis=1) * _dsigmoid(il)
+    dza = ds * i * _dtanh(a)
+    ds1 = dsbar * l
+    return tf.concat([dzil, dza, dzo], axis=1), ds1, dsbar - ds1
+
+
+# LSTM saves acts = [i, f1, f2, a, o, s1, s2].
+
+
+def _lstm_forward(z, s1, s2, vo):
+    u = s1.shape[1]
+    zg, za, zo = tf.split(z, [3 * u, u, u], axis=1)
+    g = tf.sigmoid(zg)
+    i, f1, f2 = tf.split(g, 3, axis=1)
+    a = tf.tanh(za)
+    s = i * a + f1 * s1 + f2 * s2
+    o = tf.sigmoid(zo + tf.matmul(vo, s))
+    y = o * tf.tanh(s)
+    return y, s, tf.concat([g, a, o, s1, s2], axis=1)
+
+
+def _lstm_backward(acts, y, s, dy, ds, vo):
+    del y  # o * tanh(s) is rebuilt from its factors
+    u = s.shape[1]
+    g, a, o, s1, s2 = tf.split(acts, [3 * u, u, u, u, u], axis=1)
+    i, f1, f2 = tf.split(g, 3, axis=1)
+    ts = tf.tanh(s)
+    dzo = dy * ts * _dsigmoid(o)
+    ds = ds + dy * o * _dtanh(ts) + tf.matmul(vo, dzo, transpose_a=True)
+    dzg = tf.concat([ds * a, ds * s1, ds * s2], axis=1) * _dsigmoid(g)
+    dza = ds * i * _dtanh(a)
+    return tf.concat([dzg, dza, dzo], axis=1), ds * f1, ds * f2
+
+
+CELLS = {
+    "leaky_lp": CellType(
+        "leaky_lp", ("i", "l", "a", "o1", "o2"), 2, 2,
+        functools.partial(_leaky_forward, new_state=False),
+        functools.partial(_leaky_backward, new_state=False),
+    ),
+    "leaky_lp_new_state": CellType(
+        "leaky_lp_new_state", ("i", "l", "a", "o1", "o2"), 2, 2,
+        functools.partial(_leaky_forward, new_state=True),
+        functools.partial(_leaky_backward, new_state=True),
+    ),
+    "lstm": CellType(
+        "lstm", ("i", "f1", "f2", "a", "o"), 3, 1, _lstm_forward, _lstm_backward
+    ),
+}
+"""The cell types by ``cell=`` name."""
