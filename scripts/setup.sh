@@ -118,8 +118,10 @@ else
 fi
 
 # ---- stage 3: Horovod from source ------------------------------------------------------------
-if [ "$build_horovod" = 0 ] && "$venv/bin/python" -c 'import horovod.tensorflow' 2>/dev/null; then
+horovod_tf_libs=("$venv"/lib/python3*/site-packages/horovod/tensorflow/mpi_lib*.so)
+if [ "$build_horovod" = 0 ] && [ -f "${horovod_tf_libs[0]}" ]; then
   say "Horovod $horovod_version already built (mpi=$mpi)"
+  exit 0
 else
   [ -n "${cxx:-}" ] || cxx=$(find_compiler)
   if ! command -v cmake >/dev/null 2>&1 && [ ! -x "$venv/bin/cmake" ]; then
@@ -144,4 +146,4 @@ else
   echo "$horovod_key" >"$horovod_stamp"
 fi
 
-say "ready: Horovod $horovod_version with $("$venv/bin/python" -m horovod_jobs.build_info 2>/dev/null)"
+say "built: Horovod $horovod_version with $("$venv/bin/python" -m horovod_jobs.build_info 2>/dev/null)"

@@ -6,6 +6,7 @@ against NumPy pastes of the examples, gradients against per-example tapes.
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -65,7 +66,9 @@ def _rows(layout: PackingLayout) -> dict[tuple[int, int], list]:
 def test_plan_properties(sizes, max_width, max_height):
     layout = plan_packing(sizes, max_width=max_width, max_height=max_height)
     row_limit = max([max_width or 0] + [w for _, w in sizes])
-    height_limit = max([max_height or 0] + [h for h, _ in sizes])
+    tallest = max(h for h, _ in sizes)
+    # None: the planner picks a limit of at most twice the tallest example
+    height_limit = 2 * tallest if max_height is None else max(max_height, tallest)
 
     # every example exactly once, with its own size, in original order
     assert [p.index for p in layout.placements] == list(range(len(sizes)))
@@ -238,8 +241,9 @@ def test_pack_unpack_round_trip(sizes, max_height, dtype):
         np.testing.assert_array_equal(mask, expected_mask)
         back = unpack(canvas, layout)
         assert back.shape.as_list() == [len(sizes), None, None, 3]
-        for i, image in enumerate(images):
-            np.testing.assert_array_equal(back[i], image)
+        assert image_sizes(back) == [tuple(s) for s in sizes]
+        np.testing.assert_array_equal(
+            back.flat_values, np.concatenate([x.reshape(-1, 3) for x in images]))
 
 
 def test_pack_uniform_width_ragged():
@@ -344,7 +348,7 @@ def test_graph_path_equals_static_path_and_does_not_retrace():
         eager_canvas, eager_mask, eager_indices = pack_ragged_graph(batch, max_height=6)
         np.testing.assert_array_equal(eager_canvas, static_canvas)
         np.testing.assert_array_equal(eager_mask, static_mask)
-        np.testing.assert_array_equal(outputs.flat_values, np.sin(batch.flat_values))
+        np.testing.assert_allclose(outputs.flat_values, np.sin(batch.flat_values), atol=1e-6)
         np.testing.assert_array_equal(outputs.nested_row_lengths()[1],
                                       batch.nested_row_lengths()[1])
         flat = batch.flat_values.numpy()
@@ -352,11 +356,13 @@ def test_graph_path_equals_static_path_and_does_not_retrace():
     assert len(traces) == 1
 
 
-def test_graph_path_reports_planning_errors_at_run_time():
+def test_graph_path_reports_planning_errors():
     batch = tf.RaggedTensor.from_nested_row_lengths(tf.zeros([2, 1]), [[0, 1], [2]])
-    with pytest.raises((tf.errors.InvalidArgumentError, tf.errors.UnknownError),
-                       match="zero-size"):
+    with pytest.raises(ValueError, match="zero-size"):  # eager: the planner's own error
         pack_ragged_graph(batch)
+    with pytest.raises((tf.errors.InvalidArgumentError, tf.errors.UnknownError),
+                       match="zero-size"):  # in a graph: a run-time TensorFlow error
+        tf.function(pack_ragged_graph)(batch)
 
 
 # ----------------------------------------------------------------------------- padding
@@ -392,7 +398,7 @@ def test_pad_path_in_tf_function_with_ragged_input():
             padded, _ = pad_batch(batch)
             outputs = unpad_batch(padded * 3.0, image_sizes_tensor(batch))
             loss = tf.reduce_sum(outputs.flat_values)
-        return outputs, tape.gradient(loss, batch.flat_values)
+        return outputs, tf.convert_to_tensor(tape.gradient(loss, batch.flat_values))
 
     outputs, grad = run(_ragged(images))
     np.testing.assert_array_equal(outputs.flat_values, 3.0 * _ragged(images).flat_values)
@@ -414,3 +420,27 @@ def test_image_sizes():
         symbolic(_ragged(images))
     with pytest.raises(ValueError, match="same width"):
         image_sizes(tf.ragged.constant([[[[1.0], [2.0]], [[3.0]]]], ragged_rank=2))
+
+
+def test_graph_path_trains_in_model_fit():
+    """pack_ragged_graph / unpack inside a Keras model trained by fit on ragged batches."""
+
+    class PerPixel(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.pixel = keras.layers.Dense(3, activation="tanh")
+            self.head = keras.layers.Dense(1)
+
+        def call(self, batch):
+            canvas, _, indices = pack_ragged_graph(batch)
+            features = unpack(self.pixel(canvas), indices)
+            return self.head(tf.reduce_mean(features, axis=[1, 2]))
+
+    rng = np.random.default_rng(0)
+    sizes = list(zip(rng.integers(1, 8, 24).tolist(), rng.integers(1, 16, 24).tolist()))
+    data = tf.data.Dataset.from_tensor_slices(
+        (_ragged(_images(sizes)), np.ones((24, 1), np.float32))).batch(6)
+    model = PerPixel()
+    model.compile(keras.optimizers.Adam(0.05), "mse")
+    losses = model.fit(data, epochs=3, shuffle=False, verbose=0).history["loss"]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]

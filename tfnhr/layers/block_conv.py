@@ -47,7 +47,8 @@ class BlockConv2D(keras.layers.Layer):
         block boundaries; unpack first.
       * ragged ``[B, (H), (W), C]`` -> ragged ``[B, (ceil(H/bh)), (ceil(W/bw)), filters]``, the
         same numbers as running each example alone. Every ragged pixel is valid (a mask is
-        rejected). An example of size 0 gives an empty output example.
+        rejected). An example of size 0 gives an empty output example. The block count changes
+        from batch to batch, so this path is not for XLA (``jit_compile=False``).
 
     Args:
       filters: output channels ``F``.
@@ -94,7 +95,8 @@ class BlockConv2D(keras.layers.Layer):
                              f"got shape {tuple(shape)}")
         channels = shape[-1]
         if channels is None:
-            raise ValueError(f"{self.name}: the channel dimension must be static, got {tuple(shape)}")
+            raise ValueError(f"{self.name}: the channel dimension must be static, "
+                             f"got {tuple(shape)}")
         if self.built and channels != self.kernel.shape[2]:
             raise ValueError(f"{self.name}: input has {channels} channels, the layer was built "
                              f"for {self.kernel.shape[2]}")
@@ -186,7 +188,7 @@ class BlockConv2D(keras.layers.Layer):
         return tf.reduce_any(blocks, axis=[2, 4])
 
     def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
-        """Dense ``(B, H, W, C)`` -> ``(B, ceil(H/bh), ceil(W/bw), F)`` (``None`` stays ``None``)."""
+        """Dense ``(B, H, W, C)`` -> ``(B, ceil(H/bh), ceil(W/bw), F)``; ``None`` stays ``None``."""
         self._check_input_shape(input_shape)
         batch, height, width, _ = input_shape
         out_height = None if height is None else -(-height // self.block[0])
