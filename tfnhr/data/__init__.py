@@ -1,0 +1,1 @@
+"""Data: embedded toy digit strings and ragged batching."""
