@@ -49,14 +49,19 @@ import tensorflow as tf
 
 from tfnhr.layers.mdlstm_cells import CELLS
 from tfnhr.layers.mdlstm_scan import MDLSTMParams, mdlstm_dense, mdlstm_dense_memory
+from tfnhr.ops.packing import image_sizes_tensor, pack_ragged_graph, pad_batch, unpack, unpad_batch
 
 PACKING_MODES = ("examples", "pad")
 INPUT_PROJECTIONS = ("auto", "precompute", "in_loop")
-IN_LOOP_MAX_CHANNELS = 16
-"""``input_projection="auto"`` feeds the raw input into the loop when ``C_in`` is at most this
-(see benchmarks/mdlstm_speed.py)."""
+IN_LOOP_MAX_CHANNELS = 32
+"""Without XLA, ``input_projection="auto"`` feeds the raw input into the loop when ``C_in`` is
+at most this, and precomputes the input projection otherwise; under XLA it always feeds the
+raw input (measured with benchmarks/mdlstm_speed.py: with XLA the in-loop variant was faster
+for every C_in tried, 4 to 128; without XLA the precomputed projection was as fast from
+C_in = 64 on)."""
 
 
+@keras.saving.register_keras_serializable(package="tfnhr")
 class MDLSTM2D(keras.layers.Layer):
     """Multi-directional 2-D MDLSTM (see the module docstring for shapes and semantics).
 
@@ -67,11 +72,13 @@ class MDLSTM2D(keras.layers.Layer):
       packing: how ragged input is laid out: ``"examples"`` (packing) or ``"pad"``.
       dropout: dropout rate on the outputs, applied in training only.
       input_projection: ``"precompute"`` (``x @ W`` for all cells before the loop),
-        ``"in_loop"`` (raw input enters the loop's matmul) or ``"auto"`` (``in_loop`` for
-        ``C_in <= IN_LOOP_MAX_CHANNELS``).
+        ``"in_loop"`` (raw input enters the loop's matmul) or ``"auto"`` (``in_loop`` under
+        XLA, else for ``C_in <= IN_LOOP_MAX_CHANNELS``).
       jit_compile: compile the dense computation with XLA (``True``/``False``); ``"auto"``
         uses XLA for dense input and not for ragged input (whose canvas sizes change from batch
         to batch, and every new size costs an XLA compilation).
+      packing_max_width: row width for example packing (``plan_packing``'s ``max_width``;
+        ``None``: the widest example of the batch).
       **kwargs: Keras layer arguments (``name``, ``dtype``, ...).
     """
 
@@ -84,6 +91,7 @@ class MDLSTM2D(keras.layers.Layer):
         dropout: float = 0.0,
         input_projection: str = "auto",
         jit_compile: bool | str = "auto",
+        packing_max_width: int | None = None,
         **kwargs,
     ):
         kwargs.pop("autocast", None)
@@ -111,6 +119,7 @@ class MDLSTM2D(keras.layers.Layer):
         self.dropout = float(dropout)
         self.input_projection = input_projection
         self.jit_compile = jit_compile
+        self.packing_max_width = packing_max_width
         self.supports_masking = True
         self._cell = CELLS[cell]
         self._seed_generator = keras.random.SeedGenerator() if dropout else None
@@ -126,33 +135,42 @@ class MDLSTM2D(keras.layers.Layer):
         d, u, cell = self.directions, self.units, self._cell
         g = len(cell.gates) * u
 
-        def glorot(fan_in: int) -> keras.initializers.Initializer:
-            limit = math.sqrt(6.0 / (fan_in + u))
-            return keras.initializers.RandomUniform(-limit, limit)
+        def weight(name: str, shape: tuple, fan_in: int | None):
+            if fan_in is None:
+                initializer = "zeros"
+            else:
+                limit = math.sqrt(6.0 / (fan_in + u))
+                initializer = keras.initializers.RandomUniform(-limit, limit)
+            # No autocast: the recurrence runs in the variable dtype under mixed precision too.
+            return self.add_weight(name=name, shape=shape, initializer=initializer, autocast=False)
 
-        self.kernel = self.add_weight(name="kernel", shape=(d, channels, g), initializer=glorot(channels))
-        self.recurrent_kernel = self.add_weight(
-            name="recurrent_kernel", shape=(d, 2 * u, g), initializer=glorot(u)
+        self.kernel = weight("kernel", (d, channels, g), channels)
+        self.recurrent_kernel = weight("recurrent_kernel", (d, 2 * u, g), u)
+        self.peephole_kernel = weight("peephole_kernel", (d, 2 * u, cell.peephole_gates * u), u)
+        self.output_peephole_kernel = weight(
+            "output_peephole_kernel", (d, u, cell.output_gates * u), u
         )
-        self.peephole_kernel = self.add_weight(
-            name="peephole_kernel", shape=(d, 2 * u, cell.peephole_gates * u), initializer=glorot(u)
-        )
-        self.output_peephole_kernel = self.add_weight(
-            name="output_peephole_kernel", shape=(d, u, cell.output_gates * u),
-            initializer=glorot(u),
-        )
-        self.bias = self.add_weight(name="bias", shape=(d, g), initializer="zeros")
+        self.bias = weight("bias", (d, g), None)
         self._channels = channels
-        in_loop = self.input_projection == "in_loop" or (
-            self.input_projection == "auto" and channels <= IN_LOOP_MAX_CHANNELS
-        )
         self._dense_fns = {
             jit: tf.function(
-                functools.partial(mdlstm_dense, cell=cell, in_loop=in_loop),
+                functools.partial(
+                    mdlstm_dense, cell=cell, in_loop=self.input_projection_mode(jit) == "in_loop"
+                ),
                 jit_compile=jit, reduce_retracing=True,
             )
             for jit in (False, True)
         }
+        self._memory_fn = tf.function(
+            functools.partial(mdlstm_dense_memory, cell=cell), reduce_retracing=True
+        )
+
+    def input_projection_mode(self, jit: bool) -> str:
+        """The input projection used with or without XLA: ``"in_loop"`` or ``"precompute"``
+        (``"auto"`` resolved; needs a built layer)."""
+        if self.input_projection != "auto":
+            return self.input_projection
+        return "in_loop" if jit or self._channels <= IN_LOOP_MAX_CHANNELS else "precompute"
 
     def gate_weights(self, direction: int) -> dict[str, dict[str, np.ndarray]]:
         """The weights of one direction by gate name (``self.cell``'s gates, see
@@ -196,11 +214,31 @@ class MDLSTM2D(keras.layers.Layer):
 
     def call(self, inputs, mask=None, training=None):
         if isinstance(inputs, tf.RaggedTensor):
-            raise NotImplementedError("ragged input")
+            return self._call_ragged(inputs, mask, training)
         x, valid = self._check_dense(inputs, mask)
-        out = self._dense_fns[self.jit_compile is True or self.jit_compile == "auto"](
-            x, valid, self._params()
-        )
+        return self._run(x, valid, training, jit=self.jit_compile is not False)
+
+    def _call_ragged(self, images: tf.RaggedTensor, mask, training) -> tf.RaggedTensor:
+        """Ragged ``[B, (H), (W), C]`` -> ragged ``[B, (H), (W), D * u]``, via a packed or padded
+        dense batch whose separator / padding cells are invalid."""
+        if mask is not None:
+            raise ValueError("MDLSTM2D takes no mask with ragged input (every pixel is valid)")
+        self._check_shape(images.shape)
+        sizes = image_sizes_tensor(images)
+        if tf.executing_eagerly() and tf.size(sizes) and tf.reduce_min(sizes) == 0:
+            raise ValueError("MDLSTM2D got a zero-size example in a ragged batch")
+        jit = self.jit_compile is True
+        if self.packing == "examples":
+            canvas, valid, indices = pack_ragged_graph(images, self.packing_max_width)
+            return unpack(self._run(canvas, valid, training, jit), indices)
+        padded, valid = pad_batch(images)
+        self._check_shape(padded.shape)
+        return unpad_batch(self._run(padded, valid, training, jit), sizes)
+
+    def _run(self, x, valid, training, jit: bool) -> tf.Tensor:
+        """The dense computation on ``x`` ``[B, H, W, C]`` with 0/1 or bool ``valid``."""
+        x = tf.cast(x, self.variable_dtype)
+        out = self._dense_fns[jit](x, tf.cast(valid, x.dtype), self._params())
         if training and self.dropout:
             out = keras.random.dropout(out, self.dropout, seed=self._seed_generator)
         return tf.cast(out, self.compute_dtype)
@@ -212,11 +250,10 @@ class MDLSTM2D(keras.layers.Layer):
           ``[B, H, W, units * directions]`` in the layout of the output.
         """
         x, valid = self._check_dense(tf.convert_to_tensor(inputs), mask)
-        return mdlstm_dense_memory(x, valid, self._params(), self._cell)
+        x = tf.cast(x, self.variable_dtype)
+        return self._memory_fn(x, tf.cast(valid, x.dtype), self._params())
 
-    def _check_dense(self, inputs, mask):
-        """Validate a dense batch; returns it and its 0/1 mask in the variable dtype."""
-        shape = inputs.shape
+    def _check_shape(self, shape: tf.TensorShape) -> None:
         if shape.rank != 4:
             raise ValueError(f"MDLSTM2D expects [B, H, W, C] input, got shape {shape}")
         if shape[-1] != self._channels:
@@ -225,13 +262,16 @@ class MDLSTM2D(keras.layers.Layer):
             )
         if any(dim == 0 for dim in shape[:3]):
             raise ValueError(f"MDLSTM2D got an empty batch or a zero-size image: {shape}")
-        x = tf.cast(inputs, self.variable_dtype)
+
+    def _check_dense(self, inputs, mask):
+        """Validate a dense batch and its optional mask; returns both (mask all-True if None)."""
+        self._check_shape(inputs.shape)
         if mask is None:
-            return x, tf.ones(tf.shape(x)[:3], x.dtype)
+            return inputs, tf.ones(tf.shape(inputs)[:3], tf.bool)
         mask = tf.convert_to_tensor(mask)
         if mask.shape.rank != 3:
             raise ValueError(f"MDLSTM2D expects a [B, H, W] mask, got shape {mask.shape}")
-        return x, tf.cast(mask, x.dtype)
+        return inputs, mask
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.units * self.directions,)
@@ -249,4 +289,5 @@ class MDLSTM2D(keras.layers.Layer):
             "dropout": self.dropout,
             "input_projection": self.input_projection,
             "jit_compile": self.jit_compile,
+            "packing_max_width": self.packing_max_width,
         }

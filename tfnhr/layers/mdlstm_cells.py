@@ -32,10 +32,12 @@ always holds for both Leaky LP cells.
 Nothing bounds ``f1 + f2`` by 1, so the LSTM state can grow geometrically along the scan
 diagonal and overflow on large images; that instability is why Leaky LP exists.
 
-Fused layout.  The ``G = 5 u`` pre-activations of the *core* gates are computed by one matmul;
-they are ordered with the peephole gates first and the output gates last
-(``leaky_lp``: ``[i, l, a, o1, o2]``; ``lstm``: ``[i, f1, f2, a, o]``).  The output gates' memory
-term ``m @ Vo`` is a second, small matmul, since ``m`` depends on the step's own gates.
+Fused layout.  The ``G = 5 u`` pre-activations of the *core* gates are ordered with the
+peephole gates first and the output gates last (``leaky_lp``: ``[i, l, a, o1, o2]``; ``lstm``:
+``[i, f1, f2, a, o]``); the step functions take them as two blocks, ``z_top`` (the gates that
+see ``s1, s2``) and ``z_bot`` (the others), which the scan computes with one matmul (zero
+peephole blocks included) or two (see :mod:`tfnhr.layers.mdlstm_scan`).  The output gates'
+memory term ``Vo m`` is a separate small matmul, since ``m`` depends on the step's own gates.
 
 The forward step saves ``acts`` (gate activations plus what the backward step needs) so that
 the backward step needs neither the states of the previous column nor any recomputation of
@@ -64,17 +66,20 @@ class CellType:
       gates: names of the core gates in fused column order (each ``units`` wide).
       peephole_gates: how many of the first ``gates`` see ``s1, s2`` through ``V``.
       output_gates: how many of the last ``gates`` see the memory ``m`` through ``Vo``.
-      forward: ``(z, s1, s2, vo) -> (y, s, acts)`` for one column of ``N`` cells per
-        direction, in the units-first layout ``[D, channels, N]``.  ``z`` ``[D, 5u, N]`` holds
-        the core pre-activations (input, recurrent and peephole terms and bias), ``s1, s2``
-        ``[D, u, N]`` the left and upper predecessor memories, ``vo`` ``[D, Q, u]`` the output
-        gates' memory weights (``Q = output_gates * u``; the gates get ``vo @ m``).  Returns the
-        outputs and new memories ``[D, u, N]`` (not yet masked) and the saved activations
-        ``acts`` ``[D, ACTS_PER_UNIT * u, N]``.
-      backward: ``(acts, y, s, dy, ds, vo) -> (dz, ds1, ds2)``.  Given the saved ``acts``, the
-        column's (possibly masked) ``y, s`` and the gradients ``dy, ds`` w.r.t. them (zero at
-        invalid cells): the gradient ``[D, 5u, N]`` of the core pre-activations and the direct
-        (non-matmul) gradients ``[D, u, N]`` w.r.t. ``s1, s2``.
+      forward: ``(z_top, z_bot, s1, s2, vo) -> (y, s, acts)`` for one column of ``N`` cells
+        per direction, in the units-first layout ``[D, channels, N]``.  ``z_top``
+        ``[D, P, N]`` and ``z_bot`` ``[D, 5u - P, N]`` hold the core pre-activations (input,
+        recurrent and peephole terms and bias) of the peephole gates and of the other gates
+        (``P = peephole_gates * u``), ``s1, s2`` ``[D, u, N]`` the left and upper predecessor
+        memories, ``vo`` ``[D, Q, u]`` the output gates' memory weights
+        (``Q = output_gates * u``; the gates get ``vo @ m``).  Returns the outputs and new
+        memories ``[D, u, N]`` (not yet masked) and the saved activations ``acts``
+        ``[D, ACTS_PER_UNIT * u, N]``.
+      backward: ``(acts, y, s, dy, ds, vo) -> (dz_top, dz_bot, ds1, ds2, dvo)``.  Given the
+        saved ``acts``, the column's (possibly masked) ``y, s`` and the gradients ``dy, ds``
+        w.r.t. them (zero at invalid cells): the gradients of ``z_top`` and ``z_bot``, the
+        direct (non-matmul) gradients ``[D, u, N]`` w.r.t. ``s1, s2`` and this column's
+        gradient ``[D, Q, u]`` w.r.t. ``vo``.
     """
 
     name: str
@@ -96,9 +101,9 @@ def _dtanh(t):
 # Leaky LP saves acts = [i, l, a, o1, o2, sbar, s1 - s2].
 
 
-def _leaky_forward(z, s1, s2, vo, new_state: bool):
+def _leaky_forward(zil, z_bot, s1, s2, vo, new_state: bool):
     u = s1.shape[1]
-    zil, za, zo = tf.split(z, [2 * u, u, 2 * u], axis=1)
+    za, zo = tf.split(z_bot, [u, 2 * u], axis=1)
     il = tf.sigmoid(zil)
     i, l = tf.split(il, 2, axis=1)
     a = tf.tanh(za)
@@ -119,6 +124,7 @@ def _leaky_backward(acts, y, s, dy, ds, vo, new_state: bool):
     dq = dy * _dtanh(y)
     dzo = tf.concat([dq * sbar, dq * s], axis=1) * _dsigmoid(o)
     dm = tf.matmul(vo, dzo, transpose_a=True)
+    dvo = tf.matmul(dzo, s if new_state else sbar, transpose_b=True)
     dsbar = dq * o1
     ds = ds + dq * o2
     if new_state:
@@ -129,15 +135,14 @@ def _leaky_backward(acts, y, s, dy, ds, vo, new_state: bool):
     dzil = tf.concat([ds * (a - sbar), dsbar * diff], axis=1) * _dsigmoid(il)
     dza = ds * i * _dtanh(a)
     ds1 = dsbar * l
-    return tf.concat([dzil, dza, dzo], axis=1), ds1, dsbar - ds1
+    return dzil, tf.concat([dza, dzo], axis=1), ds1, dsbar - ds1, dvo
 
 
 # LSTM saves acts = [i, f1, f2, a, o, s1, s2].
 
 
-def _lstm_forward(z, s1, s2, vo):
-    u = s1.shape[1]
-    zg, za, zo = tf.split(z, [3 * u, u, u], axis=1)
+def _lstm_forward(zg, z_bot, s1, s2, vo):
+    za, zo = tf.split(z_bot, 2, axis=1)
     g = tf.sigmoid(zg)
     i, f1, f2 = tf.split(g, 3, axis=1)
     a = tf.tanh(za)
@@ -157,7 +162,8 @@ def _lstm_backward(acts, y, s, dy, ds, vo):
     ds = ds + dy * o * _dtanh(ts) + tf.matmul(vo, dzo, transpose_a=True)
     dzg = tf.concat([ds * a, ds * s1, ds * s2], axis=1) * _dsigmoid(g)
     dza = ds * i * _dtanh(a)
-    return tf.concat([dzg, dza, dzo], axis=1), ds * f1, ds * f2
+    dvo = tf.matmul(dzo, s, transpose_b=True)
+    return dzg, tf.concat([dza, dzo], axis=1), ds * f1, ds * f2, dvo
 
 
 CELLS = {

@@ -7,26 +7,32 @@
    3: flip both) are stacked on a leading direction axis, so that one scan serves all
    directions, each with its own weights (batched matmuls over the direction axis);
 2. each image is skewed (row ``r`` shifted right by ``r``), one always-invalid row is appended
-   below it, and the grid is laid out column-major as ``[T, D, N, C]`` with
-   ``T = W + H - 1`` skewed columns and ``N = B * (H + 1)`` rows.  The upper predecessor of row
-   ``n`` is row ``n - 1`` of the previous column: a ``tf.roll`` by one row; the appended row
-   (whose states are always zero) is what the first row of every image sees;
+   below it, and the grid is laid out column-major and units-first as ``[T, D, C, N]`` with
+   ``T = W + H - 1`` skewed columns and ``N = B * (H + 1)`` rows (rows last: the gate slices of
+   a column are contiguous blocks, and the elementwise gate math runs on long rows).  The upper
+   predecessor of row ``n`` is row ``n - 1`` of the previous column: a ``tf.roll`` by one row;
+   the appended row (whose states are always zero) is what the first row of every image sees;
 3. :func:`skewed_scan` runs one ``tf.while_loop`` over the ``T`` columns;
 4. the outputs are unskewed, each direction flipped back, and the directions concatenated on
    the channel axis in direction order.
 
 Two ways of feeding the input (``in_loop``):
 
-* ``in_loop=True``: the raw input (with a constant-1 channel for the bias) enters the loop
-  and one matmul per column computes ``[x, 1, h1, s1, h2, s2] @ [W; b; U1; V1; U2; V2]``;
-* ``in_loop=False`` ("precompute"): ``x @ W + b`` is computed for all cells by one big matmul
-  before the loop, and the loop's matmul covers only ``[h1, s1, h2, s2]``.
+* ``in_loop=True``: the raw input (with a constant-1 channel for the bias) enters the loop's
+  matmul together with the predecessors' states, ``[W; b; U1; U2; V1; V2]^T [x; 1; h1; h2; s1; s2]``;
+* ``in_loop=False`` ("precompute"): ``W^T x + b`` is computed for all cells by one big matmul
+  before the loop, and the loop's matmul covers only ``[h1; h2; s1; s2]``.
+
+Only the peephole gates see ``s1, s2``, so the loop matmul's weights have a zero block (the
+other gates' rows of ``V``).  For small ``units`` one matmul with the zero block is cheapest
+(fewer ops per step); from ``SPLIT_MIN_UNITS`` on, two matmuls skip it (the block is ~27 % of
+the matmul FLOPs), see benchmarks/mdlstm_speed.py.
 
 Backward pass.  The generic gradient of a ``tf.while_loop`` pushes every intermediate of every
 step on stacks and runs about twice the forward's op count per step.  :func:`skewed_scan`
-instead saves one activation tensor per column and runs its own reverse loop with one matmul
-per column for the input/state gradients; the weight gradients are one big matmul over all
-columns after the loop.
+instead keeps each column's matmul input and gate activations (TensorArray entries, no copies)
+and runs its own reverse loop: per column the cell's elementwise backward, one matmul for the
+input/state gradients and one accumulating the weight gradient.
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ import tensorflow as tf
 
 from tfnhr.layers.mdlstm_cells import CellType
 from tfnhr.ops.skew import skew, skew_mask, unskew
+
+SPLIT_MIN_UNITS = 8
+"""From this many units on, the loop computes the peephole gates and the others with two
+matmuls instead of one matmul with a zero block."""
 
 DIRECTION_FLIPS = ((), (2,), (1,), (1, 2))
 """Axes of a ``[B, H, W, ...]`` tensor flipped for directions 0..3 (scan origin top-left,
@@ -50,7 +60,7 @@ class MDLSTMParams(NamedTuple):
     ``Q``: peephole / output gates times ``u``.
     """
 
-    kernel: tf.Tensor  # [D, C, G]        input -> core gates
+    kernel: tf.Tensor  # [D, C, G]        input -> core gates  (z = x @ kernel + ...)
     bias: tf.Tensor  # [D, G]
     recurrent: tf.Tensor  # [D, 2u, G]    rows [h1; h2] -> core gates
     peephole: tf.Tensor  # [D, 2u, P]     rows [s1; s2] -> the first P gate columns
@@ -77,8 +87,8 @@ def mdlstm_dense(
       ``[B, H, W, D * u]``, directions concatenated in order, each in the input orientation;
       zero at invalid cells.
     """
-    cols, mask_cols, weights = _loop_inputs(x, mask, params, in_loop)
-    h_all = skewed_scan(cols, mask_cols, weights, params.output_peephole, cell, in_loop)
+    cols, mask_cols, weights, vo = _loop_inputs(x, mask, params, in_loop)
+    h_all = skewed_scan(cols, mask_cols, weights, vo, cell, in_loop)
     return _from_columns(h_all, tf.shape(x))
 
 
@@ -86,48 +96,42 @@ def mdlstm_dense_memory(
     x: tf.Tensor, mask: tf.Tensor, params: MDLSTMParams, cell: CellType
 ) -> tf.Tensor:
     """The memory states ``s`` of :func:`mdlstm_dense` in its output layout (no gradient)."""
-    cols, mask_cols, weights = _loop_inputs(x, mask, params, in_loop=True)
-    _, s_all, _ = _forward(cols, mask_cols, weights, params.output_peephole, cell, True)
-    return _from_columns(s_all, tf.shape(x))
+    cols, mask_cols, weights, vo = _loop_inputs(x, mask, params, in_loop=True)
+    _, s_ta, _, _ = _forward(cols, mask_cols, weights, vo, cell, in_loop=True)
+    return _from_columns(s_ta.stack(), tf.shape(x))
 
 
 def _loop_inputs(x, mask, params: MDLSTMParams, in_loop: bool):
-    """The loop's column-major input ``[T, D, N, K]``, mask ``[T, D, N, 1]`` and weights."""
+    """The loop's inputs: columns ``[T, D, K, N]``, mask ``[T, D, 1, N]``, the loop matmul's
+    weights ``[D, G, K (+ 4u)]`` and the output peephole ``[D, Q, u]``."""
     directions = params.kernel.shape[0]
-    rows = tf.shape(x)[0] * (tf.shape(x)[1] + 1)
+    shape = tf.shape(x)
     if in_loop:
-        x = tf.concat([x, tf.ones_like(x[..., :1])], axis=-1)
-    cols = _to_columns(skew(_stack_directions(x, directions)), directions, rows)
+        x = tf.concat([x, tf.ones(tf.concat([shape[:3], [1]], 0), x.dtype)], axis=-1)
+    cols = _to_columns(skew(_stack_directions(x, directions)), directions)
     mask_cols = _to_columns(
-        skew_mask(_stack_directions(mask, directions))[..., tf.newaxis], directions, rows
+        skew_mask(_stack_directions(mask, directions))[..., tf.newaxis], directions
     )
     if in_loop:
-        weights = tf.concat(
-            [params.kernel, params.bias[:, tf.newaxis, :], _recurrent_rows(params)], axis=1
+        rows = tf.concat([params.kernel, params.bias[:, tf.newaxis, :], params.recurrent], axis=1)
+    else:
+        kernel_t = tf.transpose(params.kernel, [0, 2, 1])
+        cols = tf.matmul(kernel_t, cols) + params.bias[:, :, tf.newaxis]
+        rows = params.recurrent
+    # rows [D, K - 2u, G] over [(x; 1;) h1; h2], peephole [D, 2u, P] over [s1; s2]
+    gates, peep = rows.shape[2], params.peephole.shape[2]
+    if params.output_peephole.shape[1] >= SPLIT_MIN_UNITS:
+        weights = (
+            tf.concat([rows[:, :, :peep], params.peephole], axis=1),  # [D, K, P]
+            rows[:, :, peep:],  # [D, K - 2u, G - P]
         )
     else:
-        cols = tf.matmul(cols, params.kernel) + params.bias[:, tf.newaxis, :]
-        weights = _recurrent_rows(params)
-    return cols, mask_cols, weights
-
-
-def _from_columns(cols: tf.Tensor, shape: tf.Tensor) -> tf.Tensor:
-    """Skewed columns ``[T, D, N, u]`` -> ``[B, H, W, D * u]`` (inverse of the layout above)."""
-    directions, u = cols.shape[1], cols.shape[3]
-    batch, height, width = shape[0], shape[1], shape[2]
-    cols = tf.reshape(cols, [-1, directions * batch, height + 1, u])
-    cols = tf.transpose(cols, [1, 2, 0, 3])[:, :height]
-    out = tf.reshape(unskew(cols, width), [directions, batch, height, width, u])
-    return tf.concat([_flip(out[d], d) for d in range(directions)], axis=-1)
-
-
-def _recurrent_rows(params: MDLSTMParams) -> tf.Tensor:
-    """``[U1; V1; U2; V2]`` as ``[D, 4u, G]``, peepholes zero-padded to all gate columns."""
-    missing = params.kernel.shape[2] - params.peephole.shape[2]
-    peep = tf.pad(params.peephole, [[0, 0], [0, 0], [0, missing]])
-    u1, u2 = tf.split(params.recurrent, 2, axis=1)
-    v1, v2 = tf.split(peep, 2, axis=1)
-    return tf.concat([u1, v1, u2, v2], axis=1)
+        peephole = tf.pad(params.peephole, [[0, 0], [0, 0], [0, gates - peep]])
+        weights = (tf.concat([rows, peephole], axis=1),)  # [D, K, G]
+    return (
+        cols, mask_cols, tuple(tf.transpose(w, [0, 2, 1]) for w in weights),
+        tf.transpose(params.output_peephole, [0, 2, 1]),
+    )
 
 
 def _flip(t: tf.Tensor, direction: int) -> tf.Tensor:
@@ -140,18 +144,32 @@ def _stack_directions(t: tf.Tensor, directions: int) -> tf.Tensor:
     return tf.concat([_flip(t, d) for d in range(directions)], axis=0)
 
 
-def _to_columns(t: tf.Tensor, directions: int, rows: tf.Tensor) -> tf.Tensor:
-    """Skewed ``[D * B, H, T, K]`` -> column-major ``[T, D, N, K]``, with a zero row appended
-    below each image."""
+def _to_columns(t: tf.Tensor, directions: int) -> tf.Tensor:
+    """Skewed ``[D * B, H, T, K]`` -> ``[T, D, K, N]``, ``N = B * (H + 1)``: a zero row is
+    appended below each image."""
     t = tf.pad(t, [[0, 0], [0, 1], [0, 0], [0, 0]])
-    t = tf.transpose(t, [2, 0, 1, 3])
-    return tf.reshape(t, [tf.shape(t)[0], directions, rows, tf.shape(t)[3]])
+    shape = tf.shape(t)
+    t = tf.reshape(t, [directions, -1, shape[1], shape[2], shape[3]])
+    t = tf.transpose(t, [3, 0, 4, 1, 2])
+    return tf.reshape(t, [shape[2], directions, shape[3], -1])
+
+
+def _from_columns(cols: tf.Tensor, shape: tf.Tensor) -> tf.Tensor:
+    """Columns ``[T, D, u, N]`` -> ``[B, H, W, D * u]`` (inverse of the layout above)."""
+    directions, u = cols.shape[1], cols.shape[2]
+    batch, height, width = shape[0], shape[1], shape[2]
+    cols = tf.reshape(cols, [-1, directions, u, batch, height + 1])
+    cols = tf.transpose(cols, [1, 3, 4, 0, 2])  # [D, B, H + 1, T, u]
+    cols = tf.reshape(cols, [directions * batch, height + 1, -1, u])
+    cols = tf.slice(cols, [0, 0, 0, 0], [-1, height, -1, -1])
+    out = tf.reshape(unskew(cols, width), [directions, batch, height, width, u])
+    return tf.concat([_flip(o, d) for d, o in enumerate(tf.unstack(out))], axis=-1)
 
 
 def skewed_scan(
     xin: tf.Tensor,
     mask: tf.Tensor,
-    weights: tf.Tensor,
+    weights: tuple[tf.Tensor, ...],
     output_peephole: tf.Tensor,
     cell: CellType,
     in_loop: bool,
@@ -162,94 +180,115 @@ def skewed_scan(
     without an upper neighbour must have an always-invalid row above them.
 
     Args:
-      xin: ``[T, D, N, K]``: raw input incl. a constant-1 channel (``in_loop``), else the
-        precomputed core pre-activations ``x @ W + b`` (``K = G = 5u``).
-      mask: ``[T, D, N, 1]`` cell validity (0/1).
-      weights: ``[D, K + 4u, G]`` (``in_loop``) or ``[D, 4u, G]``: the loop matmul's weights,
-        rows ``[(x;) h1; s1; h2; s2]``.
-      output_peephole: ``[D, u, Q]``.
+      xin: ``[T, D, K_x, N]``: raw input incl. a constant-1 channel (``in_loop``), else the
+        precomputed core pre-activations ``W^T x + b`` (``K_x = G = 5u``).
+      mask: ``[T, D, 1, N]`` cell validity (0/1).
+      weights: the loop matmul's (transposed) weights over its input
+        ``[(x; 1;) h1; h2; s1; s2]`` of ``K`` rows: either ``([D, G, K],)`` (one matmul, zero
+        block included) or ``([D, P, K], [D, G - P, K - 2u])`` (peephole gates, other gates).
+      output_peephole: ``[D, Q, u]`` (transposed).
       cell: the cell type.
       in_loop: see above.
     Returns:
-      ``[T, D, N, u]`` cell outputs (masked).  Differentiable w.r.t. ``xin``, ``weights`` and
+      ``[T, D, u, N]`` cell outputs (masked).  Differentiable w.r.t. ``xin``, ``weights`` and
       ``output_peephole``.
     """
 
     @tf.custom_gradient
-    def scan(xin, weights, vo):
-        h_all, s_all, acts_all = _forward(xin, mask, weights, vo, cell, in_loop)
+    def scan(xin, vo, *weights):
+        h_all, s_all, acts_all, inp_all = [
+            ta.stack() for ta in _forward(xin, mask, weights, vo, cell, in_loop)
+        ]
 
         def grad(dh_all):
-            return _backward(
-                dh_all, xin, mask, weights, vo, h_all, s_all, acts_all, cell, in_loop
+            dxin, dvo, dweights = _backward(
+                dh_all, xin, mask, weights, vo, h_all, s_all, acts_all, inp_all, cell, in_loop
             )
+            return (dxin, dvo, *dweights)
 
         return h_all, grad
 
-    return scan(xin, weights, output_peephole)
+    return scan(xin, output_peephole, *weights)
+
+
+def _gates(weights, x_t, inp, peep: int, in_loop: bool):
+    """``(z_top, z_bot)`` pre-activations of one column from the loop matmul's input."""
+    if len(weights) == 1:
+        z = tf.matmul(weights[0], inp)
+        if not in_loop:
+            z += x_t
+        return tf.split(z, [peep, z.shape[1] - peep], axis=1)
+    w_top, w_bot = weights
+    z_top = tf.matmul(w_top, inp)
+    z_bot = tf.matmul(w_bot, inp[:, :w_bot.shape[2]])
+    if in_loop:
+        return z_top, z_bot
+    x_top, x_bot = tf.split(x_t, [peep, z_bot.shape[1]], axis=1)
+    return z_top + x_top, z_bot + x_bot
 
 
 def _forward(xin, mask, weights, vo, cell, in_loop):
+    """Returns TensorArrays over columns of ``h``, ``s``, the cell's saved ``acts`` and the
+    loop matmul's input."""
     steps = tf.shape(xin)[0]
-    u = vo.shape[1]
-    state_shape = tf.concat([tf.shape(xin)[1:3], [u]], axis=0)
-    zeros = tf.zeros(state_shape, xin.dtype)
+    u = vo.shape[2]
+    peep = cell.peephole_gates * u
+    zeros = tf.zeros(tf.stack([tf.shape(xin)[1], u, tf.shape(xin)[3]]), xin.dtype)
 
-    def body(t, h, s, h_ta, s_ta, acts_ta):
+    def body(t, h, s, h_ta, s_ta, acts_ta, inp_ta):
         x_t, m_t = tf.gather(xin, t), tf.gather(mask, t)
-        h_up, s_up = tf.roll(h, 1, axis=1), tf.roll(s, 1, axis=1)
-        if in_loop:
-            z = tf.matmul(tf.concat([x_t, h, s, h_up, s_up], axis=-1), weights)
-        else:
-            z = x_t + tf.matmul(tf.concat([h, s, h_up, s_up], axis=-1), weights)
-        y, s_new, acts = cell.forward(z, s, s_up, vo)
+        h_up, s_up = tf.roll(h, 1, axis=2), tf.roll(s, 1, axis=2)
+        inp = tf.concat(([x_t] if in_loop else []) + [h, h_up, s, s_up], axis=1)
+        z_top, z_bot = _gates(weights, x_t, inp, peep, in_loop)
+        y, s_new, acts = cell.forward(z_top, z_bot, s, s_up, vo)
         h, s = y * m_t, s_new * m_t
-        return t + 1, h, s, h_ta.write(t, h), s_ta.write(t, s), acts_ta.write(t, acts)
+        return (
+            t + 1, h, s, h_ta.write(t, h), s_ta.write(t, s), acts_ta.write(t, acts),
+            inp_ta.write(t, inp),
+        )
 
-    tas = [tf.TensorArray(xin.dtype, size=steps) for _ in range(3)]
-    _, _, _, h_ta, s_ta, acts_ta = tf.while_loop(
-        lambda t, *_: t < steps, body, [0, zeros, zeros, *tas]
-    )
-    return h_ta.stack(), s_ta.stack(), acts_ta.stack()
+    tas = [tf.TensorArray(xin.dtype, size=steps) for _ in range(4)]
+    _, _, _, *tas = tf.while_loop(lambda t, *_: t < steps, body, [0, zeros, zeros, *tas])
+    return tas
 
 
-def _backward(dh_all, xin, mask, weights, vo, h_all, s_all, acts_all, cell, in_loop):
+def _backward(dh_all, xin, mask, weights, vo, h_all, s_all, acts_all, inp_all, cell, in_loop):
+    """Reverse loop: returns the gradients of ``xin``, ``vo`` and ``weights``."""
     steps = tf.shape(xin)[0]
-    u = vo.shape[1]
-    k_x = xin.shape[-1] if in_loop else 0
+    u = vo.shape[2]
+    k_x = xin.shape[2] if in_loop else 0
+    transposed = [tf.transpose(w, [0, 2, 1]) for w in weights]
     zeros = tf.zeros_like(h_all[0])
 
-    def body(i, gh, gs, dz_ta, *dx_ta):
+    def body(i, gh, gs, dvo, dweights, dx_ta):
         t = steps - 1 - i
         m_t = tf.gather(mask, t)
         dy = (gh + tf.gather(dh_all, t)) * m_t
-        dz, ds1, ds2 = cell.backward(
+        dz_top, dz_bot, ds1, ds2, dvo_t = cell.backward(
             tf.gather(acts_all, t), tf.gather(h_all, t), tf.gather(s_all, t), dy, gs * m_t, vo
         )
-        dinp = tf.matmul(dz, weights, transpose_b=True)
-        if in_loop:
-            dx, dh1, ds1m, dh2, ds2m = tf.split(dinp, [k_x, u, u, u, u], axis=-1)
-            dx_ta = (dx_ta[0].write(t, dx),)
+        inp = tf.gather(inp_all, t)
+        fused = len(weights) == 1
+        dz = tf.concat([dz_top, dz_bot], axis=1) if fused or not in_loop else None
+        if fused:
+            dinp = tf.matmul(transposed[0], dz)
+            dweights = [dweights[0] + tf.matmul(dz, inp, transpose_b=True)]
         else:
-            dh1, ds1m, dh2, ds2m = tf.split(dinp, 4, axis=-1)
-        gh = dh1 + tf.roll(dh2, -1, axis=1)
-        gs = ds1 + ds1m + tf.roll(ds2 + ds2m, -1, axis=1)
-        return (i + 1, gh, gs, dz_ta.write(t, dz), *dx_ta)
+            dinp = tf.matmul(transposed[0], dz_top) + tf.pad(
+                tf.matmul(transposed[1], dz_bot), [[0, 0], [0, 2 * u], [0, 0]]
+            )
+            dweights = [
+                dweights[0] + tf.matmul(dz_top, inp, transpose_b=True),
+                dweights[1] + tf.matmul(dz_bot, inp[:, :weights[1].shape[2]], transpose_b=True),
+            ]
+        dx, dh1, dh2, ds1m, ds2m = tf.split(dinp, [k_x, u, u, u, u], axis=1)
+        gh = dh1 + tf.roll(dh2, -1, axis=2)
+        gs = ds1 + ds1m + tf.roll(ds2 + ds2m, -1, axis=2)
+        return i + 1, gh, gs, dvo + dvo_t, dweights, dx_ta.write(t, dx if in_loop else dz)
 
-    tas = [tf.TensorArray(xin.dtype, size=steps) for _ in range(2 if in_loop else 1)]
-    _, _, _, dz_ta, *dx_ta = tf.while_loop(
-        lambda i, *_: i < steps, body, [0, zeros, zeros, *tas]
+    _, _, _, dvo, dweights, dx_ta = tf.while_loop(
+        lambda i, *_: i < steps, body,
+        [0, zeros, zeros, tf.zeros_like(vo), [tf.zeros_like(w) for w in weights],
+         tf.TensorArray(xin.dtype, size=steps)],
     )
-    dz_all = dz_ta.stack()
-    # Inputs of every column's loop matmul, rebuilt from the saved states.
-    hs_prev = tf.pad(tf.concat([h_all, s_all], -1), [[1, 0], [0, 0], [0, 0], [0, 0]])[:-1]
-    inp = [hs_prev, tf.roll(hs_prev, 1, axis=2)]
-    if in_loop:
-        inp = [xin] + inp
-    dweights = tf.einsum("tdnk,tdng->dkg", tf.concat(inp, -1), dz_all)
-    q = vo.shape[2]
-    dvo = tf.einsum(
-        "tdnu,tdnq->duq", cell.memory(acts_all, s_all), dz_all[..., -q:]
-    )
-    dxin = dx_ta[0].stack() if in_loop else dz_all
-    return dxin, dweights, dvo
+    return dx_ta.stack(), dvo, dweights
