@@ -11,7 +11,7 @@ setup:
 
 # The main job on the embedded default data, under Horovod with $(NP) local workers.
 demo: setup
-	$(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --gloo $(PY) -m horovod_jobs.smoke
+	$(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --gloo $(PY) -m horovod_jobs.demo
 
 test: setup
 	$(PY) -m pytest tests -q

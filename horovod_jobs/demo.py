@@ -71,7 +71,7 @@ def greedy_texts(column_scores) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--train", type=int, default=512, help="training examples (all ranks together)")
     parser.add_argument("--val", type=int, default=64, help="validation examples")
     parser.add_argument("--batch", type=int, default=16, help="examples per rank and step")
