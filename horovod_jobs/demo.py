@@ -30,8 +30,7 @@ def build_model(num_classes: int):
     import keras
     import tensorflow as tf
 
-    from tfnhr.layers.block_conv import BlockConv2D
-    from tfnhr.layers.mdlstm import MDLSTM2D
+    from tfnhr.layers import BlockConv2D, MDLSTM2D
 
     class DigitReader(keras.Model):
         def __init__(self, **kwargs):
