@@ -53,7 +53,10 @@ def cell_step(cell: str, w: dict, x, h1, s1, h2, s2):
 
 
 def scan_one_direction(cell: str, weights: dict, image, valid):
-    """Top-left -> bottom-right scan of one ``[H, W, C]`` image; returns ``(y, s)`` ``[H, W, u]``."""
+    """Top-left -> bottom-right scan of one ``[H, W, C]`` image.
+
+    Returns ``(y, s)``, each ``[H, W, u]``.
+    """
     height, width, _ = image.shape
     units = weights["a"]["b"].shape[0]
     y = np.zeros((height, width, units))

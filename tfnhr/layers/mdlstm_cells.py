@@ -4,7 +4,9 @@ All three cells see the input ``x`` (``C`` channels) and two predecessors, the *
 ``(h1, s1)`` and the *upper* one ``(h2, s2)`` (in scan direction), each ``units`` wide.
 Every gate ``g`` has an input matrix ``W_g`` (C x u), recurrent matrices ``U_g1, U_g2`` (u x u, on
 ``h1``, ``h2``) and a bias ``b_g``.  Peephole matrices (full u x u matrices, as in the seed's
-grouped convolutions) are present only where listed:
+grouped convolutions) are present only where listed.  ``W x`` stands for the matrix product in
+the layer's row-vector convention, ``x @ W`` with ``W`` of shape ``[C, u]``
+(``MDLSTM2D.gate_weights`` returns the matrices in that form):
 
 ``"leaky_lp"`` (seed paper variant of Leifert et al.'s Leaky LP cell; the default)::
 
@@ -53,9 +55,6 @@ from typing import Callable
 
 import tensorflow as tf
 
-ACTS_PER_UNIT = 7
-"""Saved activation channels per unit, for every cell type."""
-
 
 @dataclasses.dataclass(frozen=True)
 class CellType:
@@ -74,7 +73,7 @@ class CellType:
         memories, ``vo`` ``[D, Q, u]`` the output gates' memory weights
         (``Q = output_gates * u``; the gates get ``vo @ m``).  Returns the outputs and new
         memories ``[D, u, N]`` (not yet masked) and the saved activations ``acts``
-        ``[D, ACTS_PER_UNIT * u, N]``.
+        ``[D, 7u, N]``.
       backward: ``(acts, y, s, dy, ds, vo) -> (dz_top, dz_bot, ds1, ds2, dvo)``.  Given the
         saved ``acts``, the column's (possibly masked) ``y, s`` and the gradients ``dy, ds``
         w.r.t. them (zero at invalid cells): the gradients of ``z_top`` and ``z_bot``, the

@@ -19,7 +19,8 @@
 Two ways of feeding the input (``in_loop``):
 
 * ``in_loop=True``: the raw input (with a constant-1 channel for the bias) enters the loop's
-  matmul together with the predecessors' states, ``[W; b; U1; U2; V1; V2]^T [x; 1; h1; h2; s1; s2]``;
+  matmul together with the predecessors' states: ``[W; b; U1; U2; V1; V2]^T`` times
+  ``[x; 1; h1; h2; s1; s2]``;
 * ``in_loop=False`` ("precompute"): ``W^T x + b`` is computed for all cells by one big matmul
   before the loop, and the loop's matmul covers only ``[h1; h2; s1; s2]``.
 
@@ -30,9 +31,9 @@ the matmul FLOPs), see benchmarks/mdlstm_speed.py.
 
 Backward pass.  The generic gradient of a ``tf.while_loop`` pushes every intermediate of every
 step on stacks and runs about twice the forward's op count per step.  :func:`skewed_scan`
-instead keeps each column's matmul input and gate activations (TensorArray entries, no copies)
-and runs its own reverse loop: per column the cell's elementwise backward, one matmul for the
-input/state gradients and one accumulating the weight gradient.
+instead keeps each column's matmul input, memory and saved gate activations and runs its own
+reverse loop: per column the cell's elementwise backward, one matmul (two when split) for the
+input/state gradients and one (two) accumulating the weight gradients.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def mdlstm_dense(
     params: MDLSTMParams,
     cell: CellType,
     in_loop: bool,
+    stack_residuals: bool,
 ) -> tf.Tensor:
     """Multi-directional MDLSTM over a dense batch.
 
@@ -83,12 +85,13 @@ def mdlstm_dense(
       params: weights for ``D = params.kernel.shape[0]`` directions.
       cell: the cell type.
       in_loop: feed the raw input into the loop's matmul (else precompute ``x @ W + b``).
+      stack_residuals: see :func:`skewed_scan` (True under XLA).
     Returns:
       ``[B, H, W, D * u]``, directions concatenated in order, each in the input orientation;
       zero at invalid cells.
     """
     cols, mask_cols, weights, vo = _loop_inputs(x, mask, params, in_loop)
-    h_all = skewed_scan(cols, mask_cols, weights, vo, cell, in_loop)
+    h_all = skewed_scan(cols, mask_cols, weights, vo, cell, in_loop, stack_residuals)
     return _from_columns(h_all, tf.shape(x))
 
 
@@ -102,8 +105,9 @@ def mdlstm_dense_memory(
 
 
 def _loop_inputs(x, mask, params: MDLSTMParams, in_loop: bool):
-    """The loop's inputs: columns ``[T, D, K, N]``, mask ``[T, D, 1, N]``, the loop matmul's
-    weights ``[D, G, K (+ 4u)]`` and the output peephole ``[D, Q, u]``."""
+    """The arguments of :func:`skewed_scan`: columns ``[T, D, K_x, N]``, mask
+    ``[T, D, 1, N]``, the loop matmul's transposed weights (one or two, see there) and the
+    transposed output peephole ``[D, Q, u]``."""
     directions = params.kernel.shape[0]
     shape = tf.shape(x)
     if in_loop:
@@ -173,6 +177,7 @@ def skewed_scan(
     output_peephole: tf.Tensor,
     cell: CellType,
     in_loop: bool,
+    stack_residuals: bool,
 ) -> tf.Tensor:
     """One ``tf.while_loop`` over skewed columns, with a hand-written gradient.
 
@@ -189,6 +194,11 @@ def skewed_scan(
       output_peephole: ``[D, Q, u]`` (transposed).
       cell: the cell type.
       in_loop: see above.
+      stack_residuals: stack the per-column values the backward pass needs into
+        ``[T, ...]`` tensors (needed under XLA, where the stacks are free: a TensorArray is one
+        buffer there) or keep them as TensorArrays of per-column tensors (better without
+        XLA: stacking copies them into large fresh allocations, and TensorFlow's default CPU
+        allocator page-faults those in anew every step).
     Returns:
       ``[T, D, u, N]`` cell outputs (masked).  Differentiable w.r.t. ``xin``, ``weights`` and
       ``output_peephole``.
@@ -196,13 +206,14 @@ def skewed_scan(
 
     @tf.custom_gradient
     def scan(xin, vo, *weights):
-        h_all, s_all, acts_all, inp_all = [
-            ta.stack() for ta in _forward(xin, mask, weights, vo, cell, in_loop)
-        ]
+        h_ta, *residuals = _forward(xin, mask, weights, vo, cell, in_loop)
+        h_all = h_ta.stack()
+        if stack_residuals:
+            residuals = [ta.stack() for ta in residuals]
 
         def grad(dh_all):
             dxin, dvo, dweights = _backward(
-                dh_all, xin, mask, weights, vo, h_all, s_all, acts_all, inp_all, cell, in_loop
+                dh_all, xin, mask, weights, vo, h_all, *residuals, cell, in_loop
             )
             return (dxin, dvo, *dweights)
 
@@ -252,6 +263,11 @@ def _forward(xin, mask, weights, vo, cell, in_loop):
     return tas
 
 
+def _column(columns: tf.Tensor | tf.TensorArray, t: tf.Tensor) -> tf.Tensor:
+    """Column ``t`` of a ``[T, ...]`` tensor or TensorArray."""
+    return columns.read(t) if isinstance(columns, tf.TensorArray) else tf.gather(columns, t)
+
+
 def _backward(dh_all, xin, mask, weights, vo, h_all, s_all, acts_all, inp_all, cell, in_loop):
     """Reverse loop: returns the gradients of ``xin``, ``vo`` and ``weights``."""
     steps = tf.shape(xin)[0]
@@ -265,9 +281,9 @@ def _backward(dh_all, xin, mask, weights, vo, h_all, s_all, acts_all, inp_all, c
         m_t = tf.gather(mask, t)
         dy = (gh + tf.gather(dh_all, t)) * m_t
         dz_top, dz_bot, ds1, ds2, dvo_t = cell.backward(
-            tf.gather(acts_all, t), tf.gather(h_all, t), tf.gather(s_all, t), dy, gs * m_t, vo
+            _column(acts_all, t), tf.gather(h_all, t), _column(s_all, t), dy, gs * m_t, vo
         )
-        inp = tf.gather(inp_all, t)
+        inp = _column(inp_all, t)
         fused = len(weights) == 1
         dz = tf.concat([dz_top, dz_bot], axis=1) if fused or not in_loop else None
         if fused:
