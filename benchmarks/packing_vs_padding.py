@@ -24,8 +24,10 @@ and 20-700 px wide with a long tail; line images ~40-150 px tall with moderate v
   width ``= 10 + 38 n`` px times a log-normal factor (sigma 0.25), clipped to 20-700 px;
   height ``= 42`` px (x-height plus margins) times ``1.45`` if the token has an ascender (prob.
   ``1 - 0.72^n``) and times ``1.45`` if it has a descender (prob. ``1 - 0.86^n``), times a
-  log-normal factor (sigma 0.12), clipped to 30-150 px. Scaled: heights 8-38 px, widths
-  5-175 px; both skewed, height bimodal-ish (tokens with / without ascenders and descenders).
+  log-normal factor (sigma 0.12), clipped to 30-150 px. Scaled: heights 8-38 px (8-34 in a
+  16k pool, median 16), widths 5-175 px (median 35, mean 42, long right tail); height
+  bimodal-ish (tokens with / without ascenders and descenders). Check: LMBR at batch 20 pads
+  75 % of its (unskewed) pixels, the seed's "about 75 %" for IAM words.
 * **lines**: height ``N(115, 18)`` px clipped to 40-150 (scaled 10-38, mean ~29);
   width: 85 % full lines ``N(1750, 180)`` px, 15 % paragraph-final lines ``U(1000, 1600)`` px,
   clipped to 1000-2400 (scaled 250-600, mean ~430).
@@ -33,10 +35,12 @@ and 20-700 px wide with a long tail; line images ~40-150 px tall with moderate v
 Why 1/4: an MDLSTM layer of the seed's network (Pham et al.'s structure) never sees the scan at
 full resolution (the first one after a 2x2 input block, later ones after further block-strided
 convolutions), and at 1/4 a 4-directional training step on one line (~29 x 430 px) costs
-tens of milliseconds on one core, so the whole benchmark fits a few CPU minutes. One factor for
-both distributions keeps every aspect ratio, hence the padding geometry and the skew-triangle
-share ``(H - 1) / (W + H - 1)`` of each scan, roughly as at full resolution (the triangle share
-is scale-invariant only to first order: it shrinks by up to ~4x at full resolution for words).
+~50 ms on one core, so the whole benchmark fits a few CPU minutes. One factor for both
+distributions keeps every aspect ratio, hence the padding geometry and the skew-triangle share
+``(H - 1) / (W + H - 1)`` of each scan, as at full resolution (up to the ``- 1``). What does
+not scale: packing's one-pixel separators cost 4x more at 1/4 (a separator row is ~6 % of a
+16 px row of words, ~1.5 % at full resolution), and the per-column overhead is paid over 4x
+fewer columns.
 
 Measurements
 ------------
@@ -62,17 +66,56 @@ Measurements
 3. **Training throughput**: examples/s of forward + backward (gradients of ``sum(outputs)``
    with respect to all layer weights, no optimizer) inside one ``tf.function`` with a ragged
    ``input_signature`` (no retracing), on the first whole batches of the same pool order for
-   both modes (both modes see the same example sizes), after two warm-up steps; wall time per
-   step, with the process CPU time alongside (wall >> CPU means the shared cores were busy).
-4. **Physics**: ``step time ~ a * columns + b * computed cell-directions`` is fitted by least
-   squares to all timed steps of both modes (``columns = Wc + Hc - 1`` skewed columns of the
-   scan, ``cell-directions = 4 * computed cells``); ``a`` is the per-column overhead (op dispatch
-   of the while loop and its hand-written backward), ``b`` the per-cell cost. On a GPU a column's
-   cells run in parallel, so until the device saturates ``time ~ a * columns`` and throughput
-   grows with the batch that fits (the seed: 10x the batch, 6.6x the speed for words); the
-   "latency-bound projection" in the JSON is that ratio of examples per column. On a CPU core
-   ``b * cells`` dominates once a batch has a few thousand rows, so the speed-up is bounded by the
-   ratio of waste factors, not of batch sizes; see ``notes`` in the JSON for this run's figures.
+   both modes (both modes see the same example sizes: 1536 words / 160 lines each). One
+   process times both modes (two layers with the same weights), alternating LMBR and packed
+   steps so that other load on shared cores hits both alike; one untimed warm-up step per
+   mode and batch size. Wall time per step, process CPU time alongside (wall >> CPU: the
+   cores were shared; the table warns). Also timed: both modes at equal batch sizes (the
+   "sweep", memory ignored) and single-example steps (for the fit below).
+4. **Physics**: ``step CPU time ~ c_mode + a * columns + b * computed cell-directions`` is
+   fitted (non-negative least squares, relative residuals) to every timed step of both modes
+   (``columns = Wc + Hc - 1`` skewed columns of the scan, ``cell-directions = 4 * computed
+   cells``): ``a`` is the per-column overhead (op dispatch of the while loop and its
+   hand-written backward), ``b`` the per-cell cost, ``c_mode`` the fixed per-step cost (planning,
+   pack / pad). On a GPU a column's cells run in parallel, so until the device saturates
+   ``time ~ a * columns`` and throughput grows with the batch that fits (the seed: 10x the
+   batch, 6.6x the speed for words); the "latency-bound projection" in the JSON is that ratio of
+   examples per column. On one CPU core ``b * cells`` is ~90 % of a step at these batch sizes,
+   so the speed-up is about the ratio of waste factors ("throughput-bound projection"), not of
+   batch sizes; ``notes`` in the JSON spell this out with the run's figures.
+
+Findings (two full runs, ``--threads 1``, 2 shared vCPUs AVX2, TF 2.18 CPU; ~3 min each)
+---------------------------------------------------------------------------------------
+
+Absolute examples/s moved by up to +-30 % between runs (other processes on the two vCPUs);
+the pack / LMBR ratios, measured interleaved in one process, moved by < 0.1.
+
+* **words: 2.2-2.3x** (seed GPU 6.6x). Equal budget ~190 MB -> LMBR batch 20, packing batch
+  48 (2.4x, seed 10x). Waste at those batches: LMBR 4.8 (canvas fill 25 %, skew 1.22),
+  packing 2.25 (fill 55 %, skew 1.26). Fit: ~0.43 us per computed cell-direction, plus a
+  per-column overhead of 0.07-0.19 ms (its split with the ~0-5 ms per-step cost is not stable
+  between runs); cells are 80-90 % of a step in both modes, so the measured ratio is the waste
+  ratio (2.1x; model 2.1x). Even a latency-bound device would gain only ~2.0x at these batch
+  sizes (examples per scan column 0.29 vs 0.14). Why the batch ratio is 2.4x and not 10x: peak
+  memory is ~1.5 KB per computed cell of the *worst* batch in both modes; LMBR's worst batch
+  of 20 costs 6.3k cells per example (8.4x the mean pixels), but packing's worst batch of 48
+  still 2.3k (3.1x): rows hold one exact height, and a batch of 48 words has ~17 distinct
+  heights, ~3 words per height, so packed rows and canvases stay half empty. Packing reaches
+  low waste only at large batches (1.70 at 200, 1.52 at 512). At equal batch sizes (memory
+  ignored) packing's lead grows with the batch: 1.1x at 8, 1.6-1.7x at 20, 2.9x at 64,
+  5.3-5.9x at 200: LMBR's waste rises (3.6 -> 7.0) and at 6000 scan rows its per-cell cost
+  too, packing's waste falls (2.8 -> 1.7). LMBR's examples/s is flat to falling with the batch
+  (most at 8-64), packing's rises (most at 200): 2.6-3.4x best against best.
+* **lines: 1.0x** (1.01-1.04x; seed GPU 1.45x). Packing does not reduce the waste of these
+  lines (1.52 vs 1.53 at batch 8; worst batch 192.7k vs 193.6k cells), so the budget admits
+  batch 8 for both. A line is too wide to share a row with another (rows hold one exact height
+  and lines are 250-600 px wide), so every packed row is one line, the canvas is as wide as
+  the widest line (the same width slack as LMBR), and stacking rows of different heights into
+  canvases of up to 2x the tallest line trades LMBR's height padding for canvas slack and a
+  bigger skew triangle (fill 71 % vs 70 %, skew 1.08 vs 1.07). With this distribution's
+  moderate height spread (sd 18 px at full resolution) there is little height padding to win
+  back; the seed's 1.45x (batch 12 vs 8) needs a larger worst-case height spread than
+  modelled here.
 """
 
 from __future__ import annotations
@@ -322,12 +365,14 @@ def worker(task: dict) -> dict:
                     out[mode]["wall_s"].append(wall)
                     out[mode]["cpu_s"].append(cpu)
         result["sets"].append(out)
-    calibration = {"pad": [], "examples": []}
+    calibration = {mode: {"wall_s": [], "cpu_s": []} for mode in ("pad", "examples")}
     for sizes in task["calibration_batches"]:
         x = _ragged(sizes, rng)
         for mode in ("pad", "examples"):
-            calibration[mode].append(min(timed(steps[mode], x)[0] for _ in range(4)))
-    result["calibration_wall_s"] = calibration
+            wall, cpu = min(timed(steps[mode], x) for _ in range(4))
+            calibration[mode]["wall_s"].append(wall)
+            calibration[mode]["cpu_s"].append(cpu)
+    result["calibration"] = calibration
     return result
 
 
@@ -455,12 +500,22 @@ class Bench:
                 m["examples_per_s"] = examples_done / sum(m["wall_s"])
                 m["examples_per_cpu_s"] = examples_done / sum(m["cpu_s"])
                 m["timed_examples"] = examples_done
+                cell_dirs = DIRECTIONS * sum(st["computed"] for st in m["stats"])
+                m["ns_per_cell_dir"] = 1e9 * sum(m["wall_s"]) / cell_dirs
+                m["ns_per_cell_dir_cpu"] = 1e9 * sum(m["cpu_s"]) / cell_dirs
+                m["wall_over_cpu"] = sum(m["wall_s"]) / sum(m["cpu_s"])
+                m["waste"] = (sum(st["computed"] for st in m["stats"])
+                              / sum(st["valid"] for st in m["stats"]))
+                m["mean_scan_rows"] = float(np.mean([st["canvases"] * (st["canvas_h"] + 1)
+                                                     for st in m["stats"]]))
+                m["mean_columns"] = float(np.mean([st["columns"] for st in m["stats"]]))
             self.log(f"  {dist:5s} timed [{info['label']}] LMBR B={info['pad']['batch']}: "
-                     f"{info['pad']['examples_per_s']:.1f} ex/s, pack "
+                     f"{info['pad']['examples_per_s']:.1f} ex/s "
+                     f"({info['pad']['examples_per_cpu_s']:.1f}/cpu-s), pack "
                      f"B={info['examples']['batch']}: {info['examples']['examples_per_s']:.1f} "
-                     f"ex/s")
+                     f"ex/s ({info['examples']['examples_per_cpu_s']:.1f}/cpu-s)")
         calibration = {mode: {"stats": [layout_stats(b, mode) for b in singles],
-                              "wall_s": out["calibration_wall_s"][mode]}
+                              **out["calibration"][mode]}
                        for mode in ("pad", "examples")}
         self.log(f"  {dist:5s} timing worker {time.perf_counter() - t0:.0f} s")
         return meta, calibration, out["trace_s"]
@@ -520,15 +575,57 @@ class Bench:
         result["ratio_examples_per_cpu_s"] = (result["pack"]["examples_per_cpu_s"]
                                               / result["pad"]["examples_per_cpu_s"])
         result["batch_ratio"] = result["pack"]["batch"] / result["pad"]["batch"]
+        summary_keys = ("batch", "examples_per_s", "examples_per_cpu_s", "waste", "mean_columns",
+                        "mean_scan_rows", "ns_per_cell_dir", "ns_per_cell_dir_cpu",
+                        "wall_over_cpu", "timed_examples")
+        result["timed_sets"] = [
+            {"label": info["label"],
+             **{key: {k: info[mode][k] for k in summary_keys} for mode, key in MODE_KEYS.items()},
+             "ratio": info["examples"]["examples_per_s"] / info["pad"]["examples_per_s"],
+             "ratio_cpu": (info["examples"]["examples_per_cpu_s"]
+                           / info["pad"]["examples_per_cpu_s"])}
+            for info in timed_sets]
         result["sweep"] = [
             {"batch": info["pad"]["batch"],
              **{f"examples_per_s_{key}": info[mode]["examples_per_s"]
                 for mode, key in MODE_KEYS.items()},
              "ratio": info["examples"]["examples_per_s"] / info["pad"]["examples_per_s"]}
             for info in timed_sets[1:]]
+        best = {key: max(timed_sets, key=lambda info: info[mode]["examples_per_s"])[mode]
+                for mode, key in MODE_KEYS.items()}
+        result["best_vs_best"] = {
+            "note": "fastest timed batch size of each mode, memory budget ignored",
+            **{f"batch_{key}": best[key]["batch"] for key in best},
+            **{f"examples_per_s_{key}": best[key]["examples_per_s"] for key in best},
+            "ratio": best["pack"]["examples_per_s"] / best["pad"]["examples_per_s"]}
+        for mode, key in MODE_KEYS.items():
+            probe = next((p for p in probes[mode] if p["batch"] == chosen[mode]
+                          and not p.get("predicted")), None)
+            if probe:
+                result[key]["worst_batch_cells"] = probe["worst_batch_cells"]
+                result[key]["worst_batch_cells_per_example_over_mean_pixels"] = (
+                    probe["worst_batch_cells"] / chosen[mode] / result["pool"]["pixels"]["mean"])
+        result["max_wall_over_cpu"] = max(info[mode]["wall_over_cpu"] for info in timed_sets
+                                          for mode in MODE_KEYS)
         result["physics"] = physics(timed_sets, calibration)
         result["seed_gpu"] = SEED_GPU[dist]
         return result
+
+
+def _source_hashes() -> dict:
+    """Short SHA-1 of the measured code, to tie a result file to a code version."""
+    import hashlib
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = {}
+    for path in ("tfnhr/layers/mdlstm.py", "tfnhr/layers/mdlstm_scan.py",
+                 "tfnhr/layers/mdlstm_cells.py", "tfnhr/ops/packing.py", "tfnhr/ops/skew.py"):
+        try:
+            with open(os.path.join(root, path), "rb") as f:
+                out[path] = hashlib.sha1(f.read()).hexdigest()[:12]
+        except OSError:
+            out[path] = None
+    return out
 
 
 def _summary(values: np.ndarray) -> dict:
@@ -556,13 +653,15 @@ def physics(timed_sets: list[dict], calibration: dict) -> dict:
     """Fit ``t = c_mode + a * columns + b * cell-directions`` to every timed step.
 
     All timed sets (the budget batch sizes and the sweep) and the single-example calibration
-    steps (many columns, few cells), both modes together, relative residuals. ``c_mode``: the
-    fixed per-step cost of the mode (dispatch, planning, pack / pad).
+    steps (many columns, few cells), both modes together, relative residuals, on process CPU
+    time (robust to other processes on shared cores; equal to wall time on an idle machine
+    with one thread). ``c_mode``: the fixed per-step cost of the mode (dispatch, planning,
+    pack / pad).
     """
     rows, times = [], []
     for mode, j in (("pad", 0), ("examples", 1)):
-        groups = [(info[mode]["stats"], info[mode]["wall_s"]) for info in timed_sets]
-        groups.append((calibration[mode]["stats"], calibration[mode]["wall_s"]))
+        groups = [(info[mode]["stats"], info[mode]["cpu_s"]) for info in timed_sets]
+        groups.append((calibration[mode]["stats"], calibration[mode]["cpu_s"]))
         for stats, wall in groups:
             for s, t in zip(stats, wall):
                 rows.append([j == 0, j == 1, s["columns"], DIRECTIONS * s["computed"]])
@@ -577,19 +676,20 @@ def physics(timed_sets: list[dict], calibration: dict) -> dict:
            "fit_max_relative_error": float(np.max(relative_error)), "modes": {}}
     for mode, key in MODE_KEYS.items():
         info = timed_sets[0][mode]
-        stats, wall = info["stats"], info["wall_s"]
+        stats, wall = info["stats"], info["cpu_s"]
         m = {
             "batch": info["batch"],
-            "mean_step_s": float(np.mean(wall)),
+            "mean_step_cpu_s": float(np.mean(wall)),
             "mean_columns": float(np.mean([s["columns"] for s in stats])),
             "mean_canvases": float(np.mean([s["canvases"] for s in stats])),
             "mean_scan_rows": float(np.mean([s["canvases"] * (s["canvas_h"] + 1)
                                              for s in stats])),
             "mean_computed_cells": float(np.mean([s["computed"] for s in stats])),
             "waste": sum(s["computed"] for s in stats) / sum(s["valid"] for s in stats),
-            "computed_cell_dirs_per_s": DIRECTIONS * sum(s["computed"] for s in stats)
+            "computed_cell_dirs_per_cpu_s": DIRECTIONS * sum(s["computed"] for s in stats)
             / sum(wall),
-            "valid_cell_dirs_per_s": DIRECTIONS * sum(s["valid"] for s in stats) / sum(wall),
+            "valid_cell_dirs_per_cpu_s": DIRECTIONS * sum(s["valid"] for s in stats)
+            / sum(wall),
         }
         parts = {"step": out["per_step_s"][key], "columns": a * m["mean_columns"],
                  "cells": b * DIRECTIONS * m["mean_computed_cells"]}
@@ -634,7 +734,16 @@ def notes(results: dict) -> list[str]:
             f"device (time ~ columns, a GPU below saturation) would gain "
             f"~{ph['latency_bound_projection']:.1f}x (examples per scan column "
             f"{pack['examples_per_column']:.3f} vs {pad['examples_per_column']:.3f})."
-            + (f" Equal-batch sweep, examples/s LMBR vs pack: {sweep}." if sweep else ""))
+            + (f" Equal-batch sweep, examples/s LMBR vs pack: {sweep}; fastest of each "
+               f"(memory ignored): pack B={r['best_vs_best']['batch_pack']} vs LMBR "
+               f"B={r['best_vs_best']['batch_pad']}, {r['best_vs_best']['ratio']:.2f}x."
+               if sweep else "")
+            + (" Worst batch at the budget (computed cells per example / the pool's mean "
+               "pixels per example): " + "; ".join(
+                   f"{name} {r[key]['worst_batch_cells']} cells "
+                   f"({r[key]['worst_batch_cells_per_example_over_mean_pixels']:.1f}x)"
+                   for key, name in (("pad", "LMBR"), ("pack", "pack"))
+                   if "worst_batch_cells" in r[key]) + "."))
     lines.append(
         "Why the CPU ratio differs from the seed's GPU one: one CPU core computes every skewed "
         "cell in turn, so once a step has a few hundred scan rows its time is mostly "
@@ -691,9 +800,23 @@ def format_table(results: dict, total_s: float) -> str:
                    f"{ph['model_ratio']:.2f}x; throughput-bound "
                    f"{ph['throughput_bound_projection']:.2f}x, latency-bound "
                    f"{ph['latency_bound_projection']:.2f}x")
-        for w in r["sweep"]:
-            out.append(f"equal batch {w['batch']:>4}: LMBR {w['examples_per_s_pad']:7.1f} ex/s, "
-                       f"pack {w['examples_per_s_pack']:7.1f} ex/s, ratio {w['ratio']:.2f}x")
+        out.append("timed sets (first = equal budget, then equal batch sizes); ns = wall ns "
+                   "per computed cell-direction, rows = scan rows R*(Hc+1) or B*(Hmax+1)")
+        out.append(f"{'set':>8} | {'B':>4} {'ex/s':>7} {'cpu ex/s':>8} {'ns':>5} {'rows':>6} | "
+                   f"{'B':>4} {'ex/s':>7} {'cpu ex/s':>8} {'ns':>5} {'rows':>6} | "
+                   f"{'ratio':>5} {'cpu':>5}")
+        for t in r["timed_sets"]:
+            cells = []
+            for key in ("pad", "pack"):
+                m = t[key]
+                cells.append(f"{m['batch']:>4} {m['examples_per_s']:>7.1f} "
+                             f"{m['examples_per_cpu_s']:>8.1f} {m['ns_per_cell_dir']:>5.0f} "
+                             f"{m['mean_scan_rows']:>6.0f}")
+            out.append(f"{t['label']:>8} | {cells[0]} | {cells[1]} | {t['ratio']:>5.2f} "
+                       f"{t['ratio_cpu']:>5.2f}")
+        if r["max_wall_over_cpu"] > 1.15:
+            out.append(f"WARNING: wall / CPU time up to {r['max_wall_over_cpu']:.2f}: other "
+                       "processes shared the cores; the per-CPU-s figures are the robust ones")
     out.append(f"\ntotal {total_s:.0f} s")
     return "\n".join(out)
 
@@ -742,7 +865,8 @@ def main(argv=None) -> int:
                    "directions": DIRECTIONS, "cell": "leaky_lp",
                    "memory_measure": "peak RSS growth (ru_maxrss) of a fresh subprocess over "
                                      "the two worst batches, after TF import + build + trace",
-                   "cpu_count": os.cpu_count(), "loadavg_end": os.getloadavg()},
+                   "cpu_count": os.cpu_count(), "loadavg_end": os.getloadavg(),
+                   "source_sha1": _source_hashes()},
         "results": results,
         "notes": notes(results),
         "total_s": total,
