@@ -16,5 +16,11 @@ demo: setup
 test: setup
 	$(PY) -m pytest tests -q
 
+# Benchmarks (single thread, JSON into build/bench/); each prints its table too.
+bench: setup
+	mkdir -p build/bench
+	taskset -c 0 $(PY) benchmarks/mdlstm_speed.py --threads 1 --tuned-env --out build/bench/mdlstm_speed.json
+	taskset -c 0 $(PY) benchmarks/packing_vs_padding.py --threads 1 --out build/bench/packing_vs_padding.json
+
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis
