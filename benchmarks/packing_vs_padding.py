@@ -229,11 +229,13 @@ def _batches(pool: list[tuple[int, int]], batch: int) -> list[list[tuple[int, in
     return [pool[k:k + batch] for k in range(0, len(pool) - batch + 1, batch)]
 
 
-def layout_stats(sizes: list[tuple[int, int]], mode: str) -> dict:
-    """Cells, scan columns and canvas shape of one batch laid out by ``mode``."""
+def layout_stats(sizes: list[tuple[int, int]], mode: str, height_step: int = 1) -> dict:
+    """Cells, scan columns and canvas shape of one batch laid out by ``mode`` (``height_step``:
+    :func:`~tfnhr.ops.packing.plan_packing`'s, for packing)."""
     from tfnhr.ops.packing import plan_packing, plan_padding  # imports TF (parent only)
 
-    layout = plan_packing(sizes) if mode == "examples" else plan_padding(sizes)
+    layout = (plan_packing(sizes, height_step=height_step) if mode == "examples"
+              else plan_padding(sizes))
     r, hc, wc = layout.num_canvases, layout.canvas_height, layout.canvas_width
     return {"valid": layout.valid_cells(), "computed": layout.computed_cells(),
             "columns": wc + hc - 1, "canvases": r, "canvas_h": hc, "canvas_w": wc,
@@ -308,13 +310,15 @@ def worker(task: dict) -> dict:
 
     def make_step(mode, weights=None):
         layer = MDLSTM2D(UNITS, cell="leaky_lp", directions=DIRECTIONS, packing=mode,
+                         packing_height_step=task.get("height_step", 1),
                          **({"jit_compile": False} if via_ops else {}))
 
         def forward(x):
             if not via_ops:
                 return layer(x, training=True)
             if mode == "examples":
-                canvas, mask, indices = ops.pack_ragged_graph(x)
+                canvas, mask, indices = ops.pack_ragged_graph(
+                    x, height_step=task.get("height_step", 1))
                 return ops.unpack(layer(canvas, mask=mask, training=True), indices)
             padded, mask = ops.pad_batch(x)
             return ops.unpad_batch(layer(padded, mask=mask, training=True),
@@ -406,12 +410,13 @@ class Bench:
         """Layout stats of every batch of one pass over ``pool`` (cached)."""
         key = (id(pool), mode, batch)
         if key not in self._stats:
-            self._stats[key] = [layout_stats(b, mode) for b in _batches(pool, batch)]
+            self._stats[key] = [layout_stats(b, mode, self.args.height_step)
+                                for b in _batches(pool, batch)]
         return self._stats[key]
 
     def task(self, kind: str, **fields) -> dict:
         return {"kind": kind, "threads": self.args.threads, "seed": self.args.seed,
-                "via": self.args.via, **fields}
+                "via": self.args.via, "height_step": self.args.height_step, **fields}
 
     def probe(self, dist, pool, mode, batch):
         """Peak RSS growth of one step on each of the two worst batches of an epoch."""
@@ -514,7 +519,8 @@ class Bench:
                      f"({info['pad']['examples_per_cpu_s']:.1f}/cpu-s), pack "
                      f"B={info['examples']['batch']}: {info['examples']['examples_per_s']:.1f} "
                      f"ex/s ({info['examples']['examples_per_cpu_s']:.1f}/cpu-s)")
-        calibration = {mode: {"stats": [layout_stats(b, mode) for b in singles],
+        calibration = {mode: {"stats": [layout_stats(b, mode, self.args.height_step)
+                                        for b in singles],
                               **out["calibration"][mode]}
                        for mode in ("pad", "examples")}
         self.log(f"  {dist:5s} timing worker {time.perf_counter() - t0:.0f} s")
@@ -838,6 +844,9 @@ def main(argv=None) -> int:
                         help="'layer': MDLSTM2D's own ragged path (default); 'ops': pack / pad "
                              "with tfnhr.ops.packing and call the layer's dense masked path "
                              "(a cross-check of the layer's ragged overhead)")
+    parser.add_argument("--height-step", type=int, default=1,
+                        help="plan_packing's height_step for packing (default 1: exact-height "
+                             "row buckets, as in the seed)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -861,7 +870,8 @@ def main(argv=None) -> int:
     doc = {
         "benchmark": "packing_vs_padding",
         "config": {"quick": args.quick, "threads": args.threads, "seed": args.seed,
-                   "via": args.via, "scale": SCALE, "units": UNITS, "channels": CHANNELS,
+                   "via": args.via, "height_step": args.height_step, "scale": SCALE,
+                   "units": UNITS, "channels": CHANNELS,
                    "directions": DIRECTIONS, "cell": "leaky_lp",
                    "memory_measure": "peak RSS growth (ru_maxrss) of a fresh subprocess over "
                                      "the two worst batches, after TF import + build + trace",

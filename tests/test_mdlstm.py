@@ -198,8 +198,10 @@ def test_gradient_matches_finite_differences(cell, projection, units):
 
 
 def test_config_round_trip_and_save_load(tmp_path):
-    layer = make_layer(directions=2, cell="lstm", dropout=0.25, input_projection="precompute")
+    layer = make_layer(directions=2, cell="lstm", dropout=0.25, input_projection="precompute",
+                       packing_height_step=8)
     config = layer.get_config()
+    assert config["packing_height_step"] == 8
     clone = MDLSTM2D.from_config(config)
     assert clone.get_config() == config
     inputs = keras.Input((None, None, 2))
@@ -228,7 +230,8 @@ def test_invalid_inputs_raise_value_error():
         {"units": 0}, {"units": 2, "cell": "gru"}, {"units": 2, "directions": 3},
         {"units": 2, "packing": "none"}, {"units": 2, "dropout": 1.0},
         {"units": 2, "input_projection": "x"}, {"units": 2, "jit_compile": "yes"},
-        {"units": 2, "packing_max_width": 0},
+        {"units": 2, "packing_max_width": 0}, {"units": 2, "packing_height_step": 0},
+        {"units": 2, "packing_height_step": 2.5}, {"units": 2, "packing_height_step": True},
     ]:
         with pytest.raises(ValueError):
             MDLSTM2D(**kwargs)
@@ -321,9 +324,11 @@ def outputs_and_gradients(layer, inputs, probes):
     return outs, input_grads, [g.numpy() for g in grads[len(sources):]]
 
 
-def test_packed_equals_padded_equals_one_at_a_time():
+@pytest.mark.parametrize("height_step", [1, 4])
+def test_packed_equals_padded_equals_one_at_a_time(height_step):
     images, batch = ragged_batch()
-    packed = make_layer(units=3, directions=4, packing="examples")
+    packed = make_layer(units=3, directions=4, packing="examples",
+                        packing_height_step=height_step)
     padded = make_layer(units=3, directions=4, packing="pad")
     probes = [rand(image.shape[:2] + (12,), seed=10 + k) for k, image in enumerate(images)]
     results = [

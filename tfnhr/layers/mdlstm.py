@@ -93,6 +93,10 @@ class MDLSTM2D(keras.layers.Layer):
         batches of many different shapes.
       packing_max_width: row width for example packing (``plan_packing``'s ``max_width``;
         ``None``: the widest example of the batch).
+      packing_height_step: ``plan_packing``'s ``height_step``: packing rows bucket examples by
+        height rounded up to this multiple (``1``: exact heights, as in the seed). Larger steps
+        give fewer, fuller rows for words of varied heights, at the cost of invalid cells under
+        the shorter examples of a row; the outputs are the same either way.
       **kwargs: Keras layer arguments (``name``, ``dtype``, ...).
     """
 
@@ -106,6 +110,7 @@ class MDLSTM2D(keras.layers.Layer):
         input_projection: str = "auto",
         jit_compile: bool | str = "auto",
         packing_max_width: int | None = None,
+        packing_height_step: int = 1,
         **kwargs,
     ):
         kwargs.pop("autocast", None)
@@ -132,6 +137,11 @@ class MDLSTM2D(keras.layers.Layer):
             raise ValueError(
                 f"packing_max_width must be a positive int or None, got {packing_max_width!r}"
             )
+        if (isinstance(packing_height_step, bool) or int(packing_height_step) != packing_height_step
+                or packing_height_step < 1):
+            raise ValueError(
+                f"packing_height_step must be a positive int, got {packing_height_step!r}"
+            )
         self.units = int(units)
         self.cell = cell
         self.directions = directions
@@ -140,6 +150,7 @@ class MDLSTM2D(keras.layers.Layer):
         self.input_projection = input_projection
         self.jit_compile = jit_compile
         self.packing_max_width = packing_max_width
+        self.packing_height_step = int(packing_height_step)
         self.supports_masking = True
         self._cell = CELLS[cell]
         self._seed_generator = keras.random.SeedGenerator() if dropout else None
@@ -250,7 +261,8 @@ class MDLSTM2D(keras.layers.Layer):
             raise ValueError("MDLSTM2D got a zero-size example in a ragged batch")
         jit = self.jit_compile is True
         if self.packing == "examples":
-            canvas, valid, indices = pack_ragged_graph(images, self.packing_max_width)
+            canvas, valid, indices = pack_ragged_graph(
+                images, self.packing_max_width, height_step=self.packing_height_step)
             return unpack(self._run(canvas, valid, training, jit), indices)
         padded, valid = pad_batch(images)
         self._check_shape(padded.shape)
@@ -311,4 +323,5 @@ class MDLSTM2D(keras.layers.Layer):
             "input_projection": self.input_projection,
             "jit_compile": self.jit_compile,
             "packing_max_width": self.packing_max_width,
+            "packing_height_step": self.packing_height_step,
         }
