@@ -7,12 +7,19 @@ import sys
 from pathlib import Path
 
 import pytest
+import tensorflow as tf
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 
 # Keep TensorFlow quiet and small on the 2-core CI machines.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def ragged_stack(images) -> tf.RaggedTensor:
+    """``[H, W, C]`` arrays -> ragged ``[B, (H), (W), C]`` by ``tf.ragged.stack`` (independent of
+    the library's own batching code)."""
+    return tf.ragged.stack([tf.RaggedTensor.from_tensor(tf.constant(x)) for x in images])
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.conftest import ragged_stack
 from tfnhr.layers.block_conv import BlockConv2D
 from tfnhr.ops.packing import pad_batch
 
@@ -33,10 +34,6 @@ def _images(sizes, channels=3, seed=0):
     return [rng.normal(size=(h, w, channels)).astype(np.float32) for h, w in sizes]
 
 
-def _ragged(images):
-    return tf.ragged.stack([tf.RaggedTensor.from_tensor(tf.constant(x)) for x in images])
-
-
 def _layer(filters=4, block=(2, 3), **kwargs):
     return BlockConv2D(filters, block, bias_initializer="random_normal", **kwargs)
 
@@ -45,7 +42,7 @@ def _layer(filters=4, block=(2, 3), **kwargs):
 def test_ragged_matches_naive_loop(block):
     images = _images(SIZES)
     layer = _layer(block=block)
-    outputs = layer(_ragged(images))
+    outputs = layer(ragged_stack(images))
     kernel, bias = layer.kernel.numpy(), layer.bias.numpy()
     assert outputs.shape.as_list() == [len(SIZES), None, None, 4]
     for i, image in enumerate(images):
@@ -64,17 +61,17 @@ def test_dense_matches_naive_loop_and_ragged():
         np.testing.assert_allclose(dense[i], naive_block_conv(image, layer.kernel.numpy(),
                                                               layer.bias.numpy()),
                                    rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(layer(_ragged(images)).to_tensor(), dense, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(layer(ragged_stack(images)).to_tensor(), dense, rtol=1e-5, atol=1e-5)
 
 
 def test_dense_with_mask_equals_ragged_on_padded_batch():
     images = _images(SIZES)
     layer = _layer(activation="tanh")
-    padded, mask = pad_batch(_ragged(images))
+    padded, mask = pad_batch(ragged_stack(images))
     garbage = tf.where(mask[..., tf.newaxis], padded, 100.0)  # invalid pixels must be ignored
     dense = layer(garbage, mask=mask)
     out_mask = layer.compute_mask(garbage, mask)
-    ragged = layer(_ragged(images))
+    ragged = layer(ragged_stack(images))
     for i, (height, width) in enumerate(SIZES):
         out_h, out_w = -(-height // 2), -(-width // 3)
         expected_mask = np.zeros(out_mask.shape[1:], bool)
@@ -99,7 +96,7 @@ def test_ragged_equals_per_example_dense_in_tf_function_with_gradients():
         grads = tape.gradient(loss, [batch.flat_values, layer.kernel, layer.bias])
         return outputs, [tf.convert_to_tensor(g) for g in grads]
 
-    outputs, (grad_x, grad_kernel, grad_bias) = ragged_step(_ragged(images))
+    outputs, (grad_x, grad_kernel, grad_bias) = ragged_step(ragged_stack(images))
     want_kernel, want_bias, want_x = 0.0, 0.0, []
     for i, image in enumerate(images):
         x = tf.constant(image[np.newaxis])
@@ -121,7 +118,7 @@ def test_uniform_width_ragged_and_empty_example():
     images = _images([(3, 4), (1, 4)])
     layer = _layer()
     uniform = tf.RaggedTensor.from_row_lengths(np.concatenate(images), [3, 1])
-    np.testing.assert_allclose(layer(uniform).flat_values, layer(_ragged(images)).flat_values)
+    np.testing.assert_allclose(layer(uniform).flat_values, layer(ragged_stack(images)).flat_values)
     with_empty = tf.RaggedTensor.from_nested_row_lengths(
         np.concatenate([x.reshape(-1, 3) for x in images]), [[3, 0, 1], [4, 4, 4, 4]])
     outputs = layer(with_empty)
@@ -166,14 +163,14 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="channels"):
         layer(tf.zeros([1, 4, 6, 2]))
     with pytest.raises(ValueError, match="channels"):
-        layer(_ragged(_images([(2, 2)], channels=5)))
+        layer(ragged_stack(_images([(2, 2)], channels=5)))
     with pytest.raises(ValueError, match="mask"):
-        layer(_ragged(_images([(2, 2)])), mask=tf.ones([1, 2, 2], tf.bool))
+        layer(ragged_stack(_images([(2, 2)])), mask=tf.ones([1, 2, 2], tf.bool))
 
 
 def test_mixed_precision_policy():
     layer = _layer(dtype="mixed_float16")
     images = _images([(3, 4), (2, 5)])
-    assert layer(_ragged(images)).dtype == tf.float16
+    assert layer(ragged_stack(images)).dtype == tf.float16
     assert layer(np.stack(_images([(3, 4)] * 2))).dtype == tf.float16
     assert layer.kernel.dtype == "float32"

@@ -13,6 +13,7 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import ragged_stack
 from tfnhr.ops.packing import (
     PackingLayout,
     Placement,
@@ -39,10 +40,6 @@ def _bucket(height: int, step: int) -> int:
 def _images(sizes, channels=2, seed=0, dtype=np.float32):
     rng = np.random.default_rng(seed)
     return [rng.normal(size=(h, w, channels)).astype(dtype) for h, w in sizes]
-
-
-def _ragged(images):
-    return tf.ragged.stack([tf.RaggedTensor.from_tensor(tf.constant(x)) for x in images])
 
 
 def _paint(layout: PackingLayout) -> np.ndarray:
@@ -214,7 +211,7 @@ def test_plan_rejects_bad_height_step(height_step):
     with pytest.raises(ValueError, match="height_step must be a positive int"):
         plan_packing([(1, 1)], height_step=height_step)
     with pytest.raises(ValueError, match="height_step must be a positive int"):
-        pack_ragged_graph(_ragged(_images([(1, 1)])), height_step=height_step)
+        pack_ragged_graph(ragged_stack(_images([(1, 1)])), height_step=height_step)
 
 
 def test_height_step_lowers_waste_on_words_like_sizes():
@@ -272,7 +269,7 @@ def test_pack_unpack_round_trip(sizes, max_height, dtype, height_step):
     expected_canvas, expected_mask = _reference_canvas(images, layout)
     # the mask is the union of the real example rectangles, not of the rows
     np.testing.assert_array_equal(expected_mask, _paint(layout) >= 0)
-    for batch in (images, _ragged(images)):
+    for batch in (images, ragged_stack(images)):
         canvas, mask = pack(batch, layout)
         assert canvas.dtype == dtype and mask.dtype == tf.bool
         np.testing.assert_array_equal(canvas, expected_canvas)
@@ -349,13 +346,13 @@ def test_pack_static_layout_inside_tf_function():
         canvas, mask = pack(batch, layout)
         return unpack(canvas * 2.0, layout), canvas, mask
 
-    back, canvas, mask = run(_ragged(images))
+    back, canvas, mask = run(ragged_stack(images))
     expected_canvas, expected_mask = _reference_canvas(images, layout)
     np.testing.assert_array_equal(canvas, expected_canvas)
     np.testing.assert_array_equal(mask, expected_mask)
-    np.testing.assert_array_equal(back.flat_values, 2.0 * _ragged(images).flat_values)
+    np.testing.assert_array_equal(back.flat_values, 2.0 * ragged_stack(images).flat_values)
     with pytest.raises(tf.errors.InvalidArgumentError, match="differ from the layout"):
-        run(_ragged(_images([(3, 2), (2, 1), (2, 2)])))
+        run(ragged_stack(_images([(3, 2), (2, 1), (2, 2)])))
 
 
 # ----------------------------------------------------------------------------- graph path
@@ -377,7 +374,7 @@ def test_graph_path_equals_static_path_and_does_not_retrace():
     for seed, sizes in enumerate([[(3, 5), (2, 7), (3, 2), (1, 1), (3, 3)],
                                   [(1, 9), (4, 2), (1, 3), (2, 2)]]):
         images = _images(sizes, seed=seed)
-        batch = _ragged(images)
+        batch = ragged_stack(images)
         canvas, mask, outputs, grad = run(batch)
         layout = plan_packing(sizes, max_height=6)
         static_canvas, static_mask = pack(images, layout)
@@ -419,14 +416,14 @@ def test_pad_batch_matches_numpy_and_round_trips():
     for i, x in enumerate(images):
         expected[i, :x.shape[0], :x.shape[1]] = x
         expected_mask[i, :x.shape[0], :x.shape[1]] = True
-    for batch in (images, _ragged(images)):
+    for batch in (images, ragged_stack(images)):
         padded, mask = pad_batch(batch)
         np.testing.assert_array_equal(padded, expected)
         np.testing.assert_array_equal(mask, expected_mask)
     # the padding layout describes the same tensor
     np.testing.assert_array_equal(pack(images, plan_padding(sizes))[0], expected)
     back = unpad_batch(tf.constant(expected), sizes)
-    np.testing.assert_array_equal(back.flat_values, _ragged(images).flat_values)
+    np.testing.assert_array_equal(back.flat_values, ragged_stack(images).flat_values)
 
 
 def test_pad_path_in_tf_function_with_ragged_input():
@@ -442,16 +439,16 @@ def test_pad_path_in_tf_function_with_ragged_input():
             loss = tf.reduce_sum(outputs.flat_values)
         return outputs, tf.convert_to_tensor(tape.gradient(loss, batch.flat_values))
 
-    outputs, grad = run(_ragged(images))
-    np.testing.assert_array_equal(outputs.flat_values, 3.0 * _ragged(images).flat_values)
+    outputs, grad = run(ragged_stack(images))
+    np.testing.assert_array_equal(outputs.flat_values, 3.0 * ragged_stack(images).flat_values)
     np.testing.assert_array_equal(grad, np.full(grad.shape, 3.0))
 
 
 def test_image_sizes():
     sizes = [(3, 5), (1, 7)]
     images = _images(sizes)
-    assert image_sizes(images) == sizes == image_sizes(_ragged(images))
-    np.testing.assert_array_equal(image_sizes_tensor(_ragged(images)), sizes)
+    assert image_sizes(images) == sizes == image_sizes(ragged_stack(images))
+    np.testing.assert_array_equal(image_sizes_tensor(ragged_stack(images)), sizes)
     np.testing.assert_array_equal(image_sizes_tensor(images), sizes)
 
     @tf.function
@@ -459,7 +456,7 @@ def test_image_sizes():
         return image_sizes(batch)
 
     with pytest.raises(ValueError, match="symbolic"):
-        symbolic(_ragged(images))
+        symbolic(ragged_stack(images))
     with pytest.raises(ValueError, match="same width"):
         image_sizes(tf.ragged.constant([[[[1.0], [2.0]], [[3.0]]]], ragged_rank=2))
 
@@ -481,7 +478,7 @@ def test_graph_path_trains_in_model_fit():
     rng = np.random.default_rng(0)
     sizes = list(zip(rng.integers(1, 8, 24).tolist(), rng.integers(1, 16, 24).tolist()))
     data = tf.data.Dataset.from_tensor_slices(
-        (_ragged(_images(sizes)), np.ones((24, 1), np.float32))).batch(6)
+        (ragged_stack(_images(sizes)), np.ones((24, 1), np.float32))).batch(6)
     model = PerPixel()
     model.compile(keras.optimizers.Adam(0.05), "mse")
     losses = model.fit(data, epochs=3, shuffle=False, verbose=0).history["loss"]
