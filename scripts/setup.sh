@@ -108,10 +108,13 @@ if [ "$(cat "$stack_stamp" 2>/dev/null)" != "$stack_key" ]; then
   say "installing $tf_requirement, Keras 3 and the project (log: $log)"
   {
     "${pip[@]}" install --upgrade "pip>=23.1" "setuptools>=61,<80" wheel packaging &&
-      "${pip[@]}" install -c "$repo/constraints.txt" "$tf_requirement" -e "$repo[$tf_extra,dev]"
+      "${pip[@]}" install -c "$repo/constraints.txt" "$tf_requirement" -e "$repo[$tf_extra,dev]" &&
+      # pyctcdecode's metadata pins numpy<2, TF 2.18 needs numpy>=2 (ml-dtypes): its other
+      # dependency (pygtrie) comes through setup.cfg, and the module runs fine on numpy 2.0.
+      "${pip[@]}" install --no-deps -c "$repo/constraints.txt" pyctcdecode
   } >"$log" 2>&1 || { tail -n 15 "$log" >&2; die "pip install of the pinned stack failed (full log: $log)"; }
-  "$venv/bin/python" -c 'import tensorflow, keras' >>"$log" 2>&1 \
-    || die "TensorFlow/Keras do not import after install (log: $log)"
+  "$venv/bin/python" -c 'import tensorflow, keras, kenlm, pyctcdecode' >>"$log" 2>&1 \
+    || die "TensorFlow/Keras/KenLM/pyctcdecode do not import after install (log: $log)"
   echo "$stack_key" >"$stack_stamp"
 else
   say "pinned stack already installed ($tf_requirement)"

@@ -1,11 +1,15 @@
 """``tfnhr`` command line.  Sub-commands:
 
 * ``tfnhr info`` — versions of the pinned stack, visible devices and what Horovod was built with.
+* the others live in :mod:`tfnhr.commands` (one module each, listed in ``COMMAND_MODULES``); each
+  module has ``register(commands)`` adding its parser with ``set_defaults(run=...)``. Heavy
+  imports (TensorFlow) happen inside the ``run`` functions so ``--help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import platform
 import sys
 from collections.abc import Sequence
@@ -33,11 +37,17 @@ def run_info(_: argparse.Namespace) -> int:
     return 0
 
 
+COMMAND_MODULES: tuple[str, ...] = ()
+"""Modules of :mod:`tfnhr.commands` whose sub-commands ``tfnhr`` offers, in help order."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with all sub-commands."""
     parser = argparse.ArgumentParser(prog="tfnhr", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("info", help="show the installed stack and devices").set_defaults(run=run_info)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"tfnhr.commands.{name}").register(commands)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Sub-commands of the ``tfnhr`` console script, one module each (see :mod:`tfnhr.cli`)."""

@@ -1,0 +1,60 @@
+"""Reading text-image files and turning them into model input.
+
+On disk: grayscale (or colour, converted) PNG/JPEG, dark ink on a light background, as in IAM.
+Model input: float32 ``[H, W, 1]`` ink intensity in [0, 1] (``1 - gray / 255``), so background
+is 0 and padding, where any, is background.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+
+
+class ImageReadError(ValueError):
+    """An image file is missing, unreadable or empty; the message names the file."""
+
+
+def load_gray(path: str | Path) -> np.ndarray:
+    """The image at ``path`` as uint8 ``[H, W]`` gray levels (0 = black ink, 255 = white)."""
+    return _read_gray(path, str(path))
+
+
+def decode_gray(data: bytes, name: str = "<request body>") -> np.ndarray:
+    """Encoded PNG/JPEG bytes -> uint8 ``[H, W]``; :class:`ImageReadError` naming ``name`` if not an image."""
+    if not data:
+        raise ImageReadError(f"{name}: the image is empty")
+    return _read_gray(io.BytesIO(data), name)
+
+
+def _read_gray(source: str | Path | io.BytesIO, name: str) -> np.ndarray:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(source) as image:
+            gray = np.asarray(image.convert("L"), dtype=np.uint8)
+    except FileNotFoundError as error:
+        raise ImageReadError(f"{name}: no such image file") from error
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        raise ImageReadError(f"{name}: not a readable image ({error})") from error
+    if gray.size == 0:
+        raise ImageReadError(f"{name}: the image is empty")
+    return gray
+
+
+def to_model_input(gray: np.ndarray, height: int | None = None) -> np.ndarray:
+    """uint8 ``[H, W]`` gray -> float32 ``[H', W', 1]`` ink in [0, 1].
+
+    ``height``: scale to this many rows keeping the aspect ratio (bilinear); ``None`` keeps the
+    size (no resizing is needed: the models take any height and width).
+    """
+    if gray.ndim != 2 or gray.size == 0:
+        raise ValueError(f"expected a non-empty [H, W] gray image, got shape {gray.shape}")
+    if height is not None and height != gray.shape[0]:
+        from PIL import Image
+
+        width = max(1, round(gray.shape[1] * height / gray.shape[0]))
+        gray = np.asarray(Image.fromarray(gray).resize((width, height), Image.BILINEAR))
+    return (1.0 - gray.astype(np.float32) / 255.0)[..., None]
