@@ -1,0 +1,216 @@
+"""CTC decoding: greedy and beam search against brute-force references, the word LM and the
+vocabulary at work, characters pyctcdecode treats specially, and input errors."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import math
+
+import numpy as np
+import pytest
+
+from tfnhr.charset import UNKNOWN, Charset
+from tfnhr.decoding import CtcDecoder, greedy_decode, greedy_decode_batch, log_softmax
+from tfnhr.lm import build_arpa
+
+LETTERS = Charset("abcdefghijklmnopqrstuvwxyz .,")
+CORPUS = ["the quick brown fox jumps over the lazy dog", "a quick brown dog", "the brown fox",
+          "the lazy fox sleeps", "over the fox"]
+EXHAUSTIVE = dict(beam_width=1000, token_min_logp=-math.inf, beam_prune_logp=-math.inf)
+
+
+def written(text: str, charset: Charset = LETTERS, weak: dict[int, float] | None = None) -> np.ndarray:
+    """Log-probability scores ``[2 len(text), C]`` that "write" ``text``: one column per character
+    (probability 0.99, or ``weak[i]`` for character ``i``, the rest on the blank), then a blank column."""
+    floor = 1e-9
+    columns = []
+    for i, index in enumerate(charset.encode(text)):
+        p = np.full(charset.num_classes, floor)
+        p[index] = (weak or {}).get(i, 0.99)
+        p[0] = 1.0 - p[index] - floor * (charset.num_classes - 2)
+        blank = np.full(charset.num_classes, floor)
+        blank[0] = 1.0 - floor * (charset.num_classes - 1)
+        columns += [p, blank]
+    return np.log(np.array(columns, dtype=np.float32))
+
+
+def naive_greedy(scores: np.ndarray, charset: Charset) -> str:
+    """Best path by a per-column loop."""
+    out, previous = [], None
+    for column in scores:
+        best = max(range(len(column)), key=lambda k: column[k])
+        if best != previous and best != 0:
+            out.append(charset.chars[best - 1])
+        previous = best
+    return "".join(out)
+
+
+def labelling_probabilities(logp: np.ndarray, charset: Charset) -> dict[str, float]:
+    """Probability of every text, by summing over all ``C**T`` paths (whitespace-normalised, as
+    the beam search's texts are)."""
+    totals: dict[str, float] = collections.defaultdict(float)
+    for path in itertools.product(range(logp.shape[1]), repeat=len(logp)):
+        collapsed = [k for i, k in enumerate(path) if k != 0 and (i == 0 or path[i - 1] != k)]
+        text = " ".join(charset.decode(collapsed).split())
+        totals[text] += math.exp(sum(float(logp[t, k]) for t, k in enumerate(path)))
+    return totals
+
+
+@pytest.fixture(scope="module")
+def fox_lm(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("lm") / "fox.arpa"
+    build_arpa(CORPUS * 3, order=3, out_path=path)
+    return str(path)
+
+
+def test_log_softmax_normalises_and_keeps_dtype():
+    scores = np.array([[1000.0, 0.0, -5.0], [1.0, 2.0, 3.0]], dtype=np.float32)
+    logp = log_softmax(scores)
+    assert logp.dtype == np.float32
+    np.testing.assert_allclose(np.exp(logp).sum(axis=-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(logp[1], scores[1] - np.log(np.exp(scores[1]).sum()), rtol=1e-6)
+
+
+def test_greedy_matches_a_per_column_loop():
+    rng = np.random.default_rng(0)
+    charset = Charset("ab c", with_unknown=True)
+    scores = [rng.normal(size=(t, charset.num_classes)).astype(np.float32) for t in (0, 1, 7, 40)]
+    assert greedy_decode_batch(scores, charset) == [naive_greedy(s, charset) for s in scores]
+    assert greedy_decode(written("aab a", charset), charset) == "aab a"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_beam_finds_the_most_probable_text(seed):
+    """Without LM, on tiny problems, the beam's text is the most probable one (all paths summed)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        chars = "ab "[: rng.integers(1, 4)]
+        charset = Charset(chars, with_unknown=False)
+        logp = log_softmax(rng.normal(scale=2.0, size=(rng.integers(1, 6), charset.num_classes)).astype(np.float32))
+        totals = labelling_probabilities(logp, charset)
+        text = CtcDecoder(charset, **EXHAUSTIVE).decode(logp)
+        assert totals[text] == pytest.approx(max(totals.values()), rel=1e-5), (chars, logp, text)
+
+
+def test_beam_beats_the_best_path():
+    """Two columns at P(a) = 0.4: the best path is blank-blank (0.36), "a" has 0.64."""
+    charset = Charset("a", with_unknown=False)
+    scores = np.log(np.array([[0.6, 0.4], [0.6, 0.4]], dtype=np.float32))
+    assert greedy_decode(scores, charset) == ""
+    assert CtcDecoder(charset).decode(scores) == "a"
+
+
+def test_lm_fixes_a_misspelling(fox_lm):
+    text = "the quick brown fox"
+    scores = written(text, weak={text.index("own"): 0.3})  # the "o" of "brown": P 0.3 vs blank 0.7
+    assert greedy_decode(scores, LETTERS) == "the quick brwn fox"
+    assert CtcDecoder(LETTERS).decode(scores) == "the quick brwn fox"
+    decoder = CtcDecoder(LETTERS, lm_path=fox_lm)
+    assert decoder.decode_batch([scores, written("the lazy dog")]) == ["the quick brown fox", "the lazy dog"]
+    # A clearly written unknown word stays (open vocabulary).
+    assert decoder.decode(written("the zebra")) == "the zebra"
+
+
+def test_lm_keeps_empty_output_possible(fox_lm):
+    """All-blank scores with a faint "fox": empty text, with or without LM (pyctcdecode alone
+    would score the empty hypothesis as an unknown word)."""
+    scores = written("fox", weak={0: 0.2, 1: 0.2, 2: 0.2})
+    assert CtcDecoder(LETTERS).decode(scores) == ""
+    assert CtcDecoder(LETTERS, lm_path=fox_lm).decode(scores) == ""
+
+
+def test_closed_vocabulary(fox_lm):
+    text = "the quick brown fox"
+    scores = written(text, weak={text.index("own"): 1e-6})  # "o" all but absent
+    vocabulary = ["the", "quick", "brown", "fox"]
+    wide = dict(token_min_logp=-30.0, beam_prune_logp=-30.0)
+    assert CtcDecoder(LETTERS, vocabulary=vocabulary, **wide).decode(scores) == "the quick brwn fox"
+    assert CtcDecoder(LETTERS, vocabulary=vocabulary, closed_vocabulary=True, **wide).decode(scores) == text
+    assert CtcDecoder(LETTERS, lm_path=fox_lm, closed_vocabulary=True, **wide).decode(scores) == text
+    assert CtcDecoder(LETTERS, vocabulary=vocabulary).decode(written("fox the")) == "fox the"
+
+
+def test_unknown_symbol_is_decoded():
+    charset = Charset("ab ", with_unknown=True)
+    scores = written(f"a{UNKNOWN}b a", charset)
+    assert greedy_decode(scores, charset) == f"a{UNKNOWN}b a"
+    assert CtcDecoder(charset).decode(scores) == f"a{UNKNOWN}b a"
+    closed = CtcDecoder(charset, vocabulary=[f"a{UNKNOWN}b", "a"], closed_vocabulary=True)
+    assert closed.decode(scores) == f"a{UNKNOWN}b a"
+
+
+def test_spaces_separate_words():
+    """Beam text is whitespace-normalised; the best path keeps every space."""
+    scores = written(" the  fox ")
+    assert greedy_decode(scores, LETTERS) == " the  fox "
+    assert CtcDecoder(LETTERS).decode(scores) == "the fox"
+
+
+@pytest.mark.parametrize("chars", ["a|\N{LOWER ONE EIGHTH BLOCK}\N{DOUBLE QUESTION MARK}_", "a| _<>"])
+def test_characters_pyctcdecode_treats_specially_are_kept(chars):
+    """pyctcdecode's alphabet builder would read "|" as a space (when there is none), any "▁" as
+    BPE; "_", "⁇", "<", ">" are plain characters too."""
+    charset = Charset(chars, with_unknown=True)
+    text = chars[::-1] + "a"
+    scores = written(text, charset)
+    assert greedy_decode(scores, charset) == text
+    assert CtcDecoder(charset).decode(scores) == " ".join(text.split())
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 5, 31), (5, 30), (5, 32)])
+def test_wrong_shapes_are_refused(shape):
+    scores = np.zeros(shape, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"\[T, 31\]"):
+        greedy_decode(scores, LETTERS)
+    with pytest.raises(ValueError, match=r"\[T, 31\]"):
+        CtcDecoder(LETTERS).decode(scores)
+
+
+def test_empty_and_non_finite_scores():
+    empty = np.zeros((0, LETTERS.num_classes), dtype=np.float32)
+    assert greedy_decode(empty, LETTERS) == ""
+    assert CtcDecoder(LETTERS).decode(empty) == ""
+    bad = written("ab")
+    bad[1, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        CtcDecoder(LETTERS).decode(bad)
+
+
+def test_language_model_file_errors(tmp_path, fox_lm):
+    with pytest.raises(FileNotFoundError, match="not found"):
+        CtcDecoder(LETTERS, lm_path=tmp_path / "missing.arpa")
+    (tmp_path / "text.arpa").write_text("the quick brown fox\n")
+    with pytest.raises(ValueError, match="not an ARPA file"):
+        CtcDecoder(LETTERS, lm_path=tmp_path / "text.arpa")
+    broken = tmp_path / "broken.arpa"
+    broken.write_text(open(fox_lm).read()[:200])
+    with pytest.raises(ValueError, match="not a valid ARPA file"):
+        CtcDecoder(LETTERS, lm_path=broken)
+    (tmp_path / "empty.arpa").write_text("")
+    with pytest.raises(ValueError, match="not an ARPA file"):
+        CtcDecoder(LETTERS, lm_path=tmp_path / "empty.arpa")
+    with pytest.raises(ValueError, match="closed_vocabulary needs"):
+        CtcDecoder(LETTERS, closed_vocabulary=True)
+    with pytest.raises(ValueError, match="vocabulary is empty"):
+        CtcDecoder(LETTERS, vocabulary=[""])
+    with pytest.raises(TypeError, match="not one string"):
+        CtcDecoder(LETTERS, vocabulary="fox")
+
+
+def test_pyctcdecode_logs_only_real_problems(fox_lm, caplog):
+    """Its "only N unigrams" warning (any vocabulary under 1000 words) is dropped; its warning
+    about a vocabulary the LM hardly knows is kept."""
+    with caplog.at_level(logging.INFO, logger="pyctcdecode"):
+        CtcDecoder(LETTERS, lm_path=fox_lm)
+        assert caplog.records == []
+        CtcDecoder(LETTERS, lm_path=fox_lm, vocabulary=["zebra", "yak", "gnu", "emu", "ox", "cat",
+                                                        "cow", "pig", "hen", "rat", "fox"])
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert "found in kenlm model" in caplog.text
+
+
+def test_vocabulary_outside_the_charset_warns():
+    with pytest.warns(UserWarning, match="outside the charset"):
+        CtcDecoder(LETTERS, vocabulary=["The", "Fox", "dog"])

@@ -1,0 +1,191 @@
+"""Keras callbacks of the recognizer's training (seed §VI).
+
+Put :class:`ValidationErrorRates` first in the callback list: it adds ``val_cer``/``val_wer`` to
+the epoch logs that the callbacks after it (:class:`LearningRateHalving`,
+:class:`BestCheckpoint`, ``CSVLogger``, ``TensorBoard``) read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from tfnhr.charset import Charset
+from tfnhr.metrics import error_rate
+
+TRIGGERS = ("either", "both", "cer", "wer")
+
+
+def transcribe(model: keras.Model, dataset, charset: Charset) -> list[str]:
+    """Greedy (best-path) transcriptions of every batch of ``dataset`` (``(images, labels)``
+    batches, or images alone), in order."""
+    from tfnhr.decoding import greedy_decode_batch
+
+    texts = []
+    for batch in dataset:
+        images = batch[0] if isinstance(batch, tuple) else batch
+        scores = model(images, training=False)
+        texts += greedy_decode_batch([s.numpy() for s in scores], charset)
+    return texts
+
+
+class ValidationErrorRates(keras.callbacks.Callback):
+    """After every epoch: greedy-decode ``dataset`` and log ``val_cer`` and ``val_wer`` (ratios).
+
+    Args:
+      dataset: unshuffled ``(images, labels)`` batches whose order matches ``references``.
+      references: the transcriptions.
+      charset: the model's charset.
+    """
+
+    def __init__(self, dataset, references: list[str], charset: Charset) -> None:
+        super().__init__()
+        self.dataset, self.references, self.charset = dataset, references, charset
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        hypotheses = transcribe(self.model, self.dataset, self.charset)
+        if logs is not None:
+            logs["val_cer"] = error_rate(self.references, hypotheses, "char")
+            logs["val_wer"] = error_rate(self.references, hypotheses, "word")
+
+
+def reset_optimizer_state(optimizer: keras.optimizers.Optimizer) -> None:
+    """Zero every optimizer slot (Adam's moments) and its step counter; keep the learning rate."""
+    keep = {id(optimizer.iterations)}
+    learning_rate = getattr(optimizer, "_learning_rate", None)
+    if isinstance(learning_rate, keras.Variable):
+        keep.add(id(learning_rate))
+    for variable in optimizer.variables:
+        if id(variable) not in keep:
+            variable.assign(np.zeros(variable.shape, variable.dtype))
+    optimizer.iterations.assign(0)
+
+
+class LearningRateHalving(keras.callbacks.Callback):
+    """The seed's schedule: when the validation error gets worse than at the best epoch so far,
+    halve the learning rate, reset the optimizer state and restore the best epoch's weights.
+
+    Args:
+      trigger: ``"either"`` (CER or WER worse than the best epoch's, the default), ``"both"``
+        (both worse), ``"cer"`` or ``"wer"`` alone. The best epoch is the one with the lowest
+        (CER, WER), compared in that order.
+      min_learning_rate: stop training once a halving would go below this.
+
+    Attributes: ``best`` (``{"epoch", "val_cer", "val_wer"}`` of the best epoch, or ``None``),
+    ``halvings`` (list of epochs at which it halved). Its state survives a restart through
+    :meth:`state` / ``initial_state`` and ``best_weights`` (the best epoch's weights).
+    """
+
+    def __init__(self, trigger: str = "either", min_learning_rate: float = 1e-6,
+                 initial_state: dict | None = None, best_weights: list[np.ndarray] | None = None) -> None:
+        super().__init__()
+        if trigger not in TRIGGERS:
+            raise ValueError(f"trigger must be one of {TRIGGERS}, got {trigger!r}")
+        self.trigger, self.min_learning_rate = trigger, min_learning_rate
+        state = initial_state or {}
+        self.best: dict | None = state.get("best")
+        self.halvings: list[int] = list(state.get("halvings", []))
+        self.best_weights = best_weights
+        if self.best is not None and best_weights is None:
+            raise ValueError("resuming LearningRateHalving with a best epoch needs its best_weights")
+
+    def state(self) -> dict:
+        """JSON-able state for resuming."""
+        return {"best": self.best, "halvings": self.halvings}
+
+    def _worse(self, cer: float, wer: float) -> bool:
+        cer_worse, wer_worse = cer > self.best["val_cer"], wer > self.best["val_wer"]
+        return {"either": cer_worse or wer_worse, "both": cer_worse and wer_worse,
+                "cer": cer_worse, "wer": wer_worse}[self.trigger]
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        logs = logs if logs is not None else {}
+        if "val_cer" not in logs:
+            raise RuntimeError("LearningRateHalving needs val_cer/val_wer in the logs: put "
+                               "ValidationErrorRates before it in the callback list")
+        cer, wer = logs["val_cer"], logs["val_wer"]
+        learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        logs["learning_rate"] = learning_rate
+        worse = self.best is not None and self._worse(cer, wer)
+        if self.best is None or (cer, wer) < (self.best["val_cer"], self.best["val_wer"]):
+            self.best = {"epoch": epoch + 1, "val_cer": cer, "val_wer": wer}
+            self.best_weights = self.model.get_weights()
+        if worse:
+            self.halve(epoch)
+
+    def halve(self, epoch: int) -> None:
+        """Halve the learning rate, reset the optimizer, go back to the best weights."""
+        optimizer = self.model.optimizer
+        new_rate = float(keras.ops.convert_to_numpy(optimizer.learning_rate)) / 2
+        if new_rate < self.min_learning_rate:
+            self.model.stop_training = True
+            return
+        optimizer.learning_rate = new_rate
+        reset_optimizer_state(optimizer)
+        self.model.set_weights(self.best_weights)
+        self.halvings.append(epoch + 1)
+        print(f"\nepoch {epoch + 1}: validation error got worse: learning rate halved to {new_rate:.3g}, "
+              f"optimizer state reset, weights of epoch {self.best['epoch']} restored", flush=True)
+
+
+def save_atomically(model: keras.Model, path: str | Path) -> None:
+    """``model.save(path)`` through a temporary file in the same folder and a rename, so a crash
+    never leaves a partial file at ``path``."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    try:
+        model.save(temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+class BestCheckpoint(keras.callbacks.Callback):
+    """Save the model to ``path`` (atomically) whenever ``val_cer`` reaches a new minimum;
+    ``best_cer`` may carry over from a resumed run."""
+
+    def __init__(self, path: str | Path, best_cer: float = float("inf")) -> None:
+        super().__init__()
+        self.path, self.best_cer = Path(path), best_cer
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        cer = (logs or {}).get("val_cer")
+        if cer is not None and cer < self.best_cer:
+            self.best_cer = cer
+            save_atomically(self.model, self.path)
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Stop training after the first epoch that ends more than ``seconds`` after training began."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.stopped_early = False
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        self.started = time.monotonic()
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if time.monotonic() - self.started > self.seconds:
+            self.model.stop_training = self.stopped_early = True
+
+
+class ResumeState(keras.callbacks.Callback):
+    """After every epoch, save ``last.keras`` (model + optimizer state) and ``state.json``
+    (epochs done, the halving callback's state) into ``folder``, both atomically."""
+
+    def __init__(self, folder: str | Path, halving: LearningRateHalving) -> None:
+        super().__init__()
+        self.folder, self.halving = Path(folder), halving
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        save_atomically(self.model, self.folder / "last.keras")
+        temporary = self.folder / f".state.tmp-{os.getpid()}.json"
+        temporary.write_text(json.dumps({"epoch": epoch + 1, "halving": self.halving.state()}, indent=1) + "\n")
+        os.replace(temporary, self.folder / "state.json")

@@ -1,0 +1,51 @@
+"""``tfnhr lm build``: estimate a word n-gram language model (ARPA) from text files, for decoding
+with :class:`tfnhr.decoding.CtcDecoder`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add ``lm`` (with its ``build`` sub-command) to the ``tfnhr`` sub-commands."""
+    lm = commands.add_parser("lm", help="word n-gram language models for decoding",
+                             description="Word n-gram language models for decoding.")
+    actions = lm.add_subparsers(dest="lm_command", required=True)
+    build = actions.add_parser(
+        "build", help="estimate an ARPA model from text files",
+        description="Estimate an interpolated modified Kneser-Ney word n-gram model and write it as "
+                    "an ARPA file. Words are split on whitespace; case and punctuation are kept.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    build.add_argument("--text", nargs="+", required=True, type=Path, metavar="FILE",
+                       help="UTF-8 text files, one sentence per line (empty lines are skipped)")
+    build.add_argument("--order", type=int, default=3, help="n-gram order (at least 2)")
+    build.add_argument("--out", type=Path, default=Path("lm.arpa"), help="the ARPA file to write")
+    build.add_argument("--discount", type=float, default=None,
+                       help="a fixed Kneser-Ney discount in (0, 1) instead of the modified KN "
+                            "discounts D1, D2, D3+ estimated per order")
+    build.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the model; print its statistics and path. Returns the exit status."""
+    from tfnhr.lm import build_arpa, read_text_corpus
+
+    missing = [str(p) for p in args.text if not p.is_file()]
+    if missing:
+        print(f"tfnhr lm build: error: text file(s) not found: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        stats = build_arpa(read_text_corpus(args.text), order=args.order, out_path=args.out,
+                           discount=args.discount)
+    except (OSError, ValueError) as error:  # unreadable text, unwritable --out, bad corpus
+        print(f"tfnhr lm build: error: {error}", file=sys.stderr)
+        return 2
+    print(f"{stats['sentences']} sentences, {stats['tokens']} words, vocabulary {stats['vocabulary']}")
+    for n, count in stats["ngrams"].items():
+        d1, d2, d3 = stats["discounts"][n]
+        note = " (fallback: too few counts to estimate)" if n in stats["discount_fallback"] else ""
+        print(f"  {n}-grams: {count:>10}   discounts D1 {d1:.3f}  D2 {d2:.3f}  D3+ {d3:.3f}{note}")
+    print(f"wrote {stats['path']}")
+    return 0

@@ -1,0 +1,246 @@
+"""CTC decoding of a recognizer's per-column class scores into text.
+
+Scores are ``[T, C]`` float arrays, one row per output column (``T`` columns), ``C =
+charset.num_classes`` classes, class 0 the CTC blank; unnormalised logits or log-probabilities
+(only their log-softmax matters). Three decoders:
+
+* :func:`greedy_decode` — the best path: argmax per column, repeats collapsed, blanks dropped.
+* :class:`CtcDecoder` without ``lm_path`` — prefix beam search for the most probable text.
+* :class:`CtcDecoder` with ``lm_path`` (a word n-gram model, see :mod:`tfnhr.lm`) and/or a
+  ``vocabulary`` — beam search scoring each completed word with ``alpha · ln p_LM + beta``.
+
+The beam searches run on pyctcdecode. Its text is whitespace-normalised: ``" "`` separates words,
+runs of spaces count as one and leading/trailing spaces are dropped (greedy decoding keeps them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+import kenlm
+import numpy as np
+from pyctcdecode.alphabet import Alphabet
+from pyctcdecode.constants import AVG_TOKEN_LEN, LOG_BASE_CHANGE_FACTOR
+from pyctcdecode.decoder import BeamSearchDecoderCTC
+from pyctcdecode.language_model import AbstractLanguageModel, LanguageModel
+from pygtrie import CharTrie
+
+from tfnhr.charset import BLANK_INDEX, Charset
+from tfnhr.lm import BOS, EOS, UNK
+
+OPEN_VOCABULARY_UNK_OFFSET = -10.0
+"""Penalty of an out-of-vocabulary word (log10 units, scaled like LM scores: ``alpha · ln 10 ·``)
+and of an out-of-vocabulary partial word (natural log) — pyctcdecode's default."""
+CLOSED_VOCABULARY_UNK_OFFSET = -1000.0
+"""The same penalty with ``closed_vocabulary=True``: out-of-vocabulary words practically never win."""
+
+
+def log_softmax(scores: np.ndarray) -> np.ndarray:
+    """Log-probabilities of finite scores over the last axis (same shape and float dtype)."""
+    scores = np.asarray(scores)
+    if not np.issubdtype(scores.dtype, np.floating):
+        scores = scores.astype(np.float64)
+    shifted = scores - scores.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _check_scores(scores: np.ndarray, charset: Charset) -> np.ndarray:
+    """``scores`` as an array, after checking it is ``[T, charset.num_classes]`` and finite."""
+    scores = np.asarray(scores)
+    if scores.ndim != 2 or scores.shape[1] != charset.num_classes:
+        raise ValueError(f"scores must be [T, {charset.num_classes}] for a charset of {len(charset)} "
+                         f"characters plus the blank, got shape {scores.shape}")
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("scores contain NaN or infinite values")
+    return scores
+
+
+def greedy_decode(scores: np.ndarray, charset: Charset) -> str:
+    """Best-path text of ``scores [T, C]``: argmax per column, repeats collapsed, blanks dropped."""
+    best = _check_scores(scores, charset).argmax(axis=1)
+    keep = best != BLANK_INDEX
+    keep[1:] &= best[1:] != best[:-1]
+    return charset.decode(best[keep])
+
+
+def greedy_decode_batch(scores: Sequence[np.ndarray], charset: Charset) -> list[str]:
+    """:func:`greedy_decode` of each ``[T_i, C]`` array."""
+    return [greedy_decode(s, charset) for s in scores]
+
+
+class CtcDecoder:
+    """CTC prefix beam search, optionally with a word n-gram language model and/or a vocabulary.
+
+    Args:
+        charset: the recognizer's characters; ``" "`` (if in it) separates words.
+        beam_width: hypotheses kept per column.
+        lm_path: a word n-gram model as an ARPA file (e.g. from ``tfnhr lm build``); ``None``: no LM.
+        alpha: LM weight: a word adds ``alpha · ln p_LM(word | history)`` to the log score.
+        beta: word insertion bonus, added per word when an LM or a vocabulary is used.
+        vocabulary: the known words. ``None`` with an ``lm_path``: the LM's unigrams. With an
+            LM, vocabulary words the LM lacks count as unknown too. Without an LM, in-vocabulary
+            words score ``beta`` and others are penalised.
+        closed_vocabulary: make out-of-vocabulary words (practically) impossible, instead of
+            penalising them by :data:`OPEN_VOCABULARY_UNK_OFFSET`.
+        token_min_logp: per column, classes with a lower log-probability are not tried (except the
+            column's best); ``-inf`` tries all.
+        beam_prune_logp: hypotheses scoring this much below the best are dropped; ``-inf`` keeps all.
+    """
+
+    def __init__(self, charset: Charset, beam_width: int = 25, lm_path: str | Path | None = None,
+                 alpha: float = 0.5, beta: float = 1.0, vocabulary: Iterable[str] | None = None,
+                 closed_vocabulary: bool = False, *, token_min_logp: float = -5.0,
+                 beam_prune_logp: float = -10.0) -> None:
+        if beam_width < 1:
+            raise ValueError(f"beam_width must be >= 1, got {beam_width}")
+        if closed_vocabulary and vocabulary is None and lm_path is None:
+            raise ValueError("closed_vocabulary needs a vocabulary or an LM (lm_path)")
+        self.charset = charset
+        self.beam_width = beam_width
+        self.token_min_logp = token_min_logp
+        self.beam_prune_logp = beam_prune_logp
+        unk_offset = CLOSED_VOCABULARY_UNK_OFFSET if closed_vocabulary else OPEN_VOCABULARY_UNK_OFFSET
+        if isinstance(vocabulary, str):
+            raise TypeError("vocabulary must be an iterable of words, not one string")
+        words = None if vocabulary is None else {w for w in vocabulary if w}
+        model = None
+        if lm_path is not None:
+            model, arpa_words = _load_arpa(lm_path)
+            words = arpa_words if words is None else words
+        language_model: AbstractLanguageModel | None = None
+        if words is not None:
+            if not words:
+                raise ValueError("the vocabulary is empty")
+            _warn_unspellable(words, charset)
+            if model is None:
+                language_model = _VocabularyModel(words, alpha=alpha, beta=beta, unk_score_offset=unk_offset)
+            else:
+                with _quiet_small_vocabulary():
+                    language_model = _KenlmWordModel(model, words, alpha=alpha, beta=beta,
+                                                     unk_score_offset=unk_offset)
+        # Alphabet() directly, not Alphabet.build_alphabet(): the latter rewrites labels it finds
+        # special ("|" -> " " without a space, BPE mode for any "▁"); ours are plain characters.
+        alphabet = Alphabet(list(charset.labels_for_decoder()), is_bpe=False)
+        self._decoder = BeamSearchDecoderCTC(alphabet, language_model)
+        weakref.finalize(self, self._decoder.cleanup)  # pyctcdecode keeps the LM in a class registry
+
+    def decode(self, scores: np.ndarray) -> str:
+        """Most probable text (with the LM/vocabulary, best combined score) of ``scores [T, C]``."""
+        scores = _check_scores(scores, self.charset)
+        if len(scores) == 0:
+            return ""
+        return self._decoder.decode(log_softmax(scores), beam_width=self.beam_width,
+                                    beam_prune_logp=self.beam_prune_logp,
+                                    token_min_logp=self.token_min_logp)
+
+    def decode_batch(self, scores_list: Sequence[np.ndarray]) -> list[str]:
+        """:meth:`decode` of each ``[T_i, C]`` array."""
+        return [self.decode(s) for s in scores_list]
+
+
+class _KenlmWordModel(LanguageModel):
+    """pyctcdecode's KenLM scorer, except for the empty "word" it scores at the end of a hypothesis
+    that is empty or ends in a space: that adds only ``</s>`` (pyctcdecode scores it as an unknown
+    word, so the LM would all but forbid empty output)."""
+
+    def score(self, prev_state: kenlm.State, word: str, is_last_word: bool = False) -> tuple[float, kenlm.State]:
+        if word:
+            return super().score(prev_state, word, is_last_word)
+        end = self._get_raw_end_score(prev_state) if is_last_word else 0.0
+        return self.alpha * end * LOG_BASE_CHANGE_FACTOR, prev_state
+
+
+class _VocabularyModel(AbstractLanguageModel):
+    """A word list in place of an LM: known words score ``beta``, unknown ones are penalised like
+    pyctcdecode's LanguageModel penalises them (with LM log-probability 0)."""
+
+    order = 1
+
+    def __init__(self, words: set[str], alpha: float, beta: float, unk_score_offset: float) -> None:
+        self._words = words
+        self._trie = CharTrie.fromkeys(words)
+        self.alpha, self.beta, self.unk_score_offset = alpha, beta, unk_score_offset
+
+    def get_start_state(self) -> None:
+        return None
+
+    def score_partial_token(self, partial_token: str) -> float:
+        if self._trie.has_node(partial_token):
+            return 0.0
+        return self.unk_score_offset * max(1.0, len(partial_token) / AVG_TOKEN_LEN)
+
+    def score(self, prev_state: None, word: str, is_last_word: bool = False) -> tuple[float, None]:
+        if not word:
+            return 0.0, None
+        unknown = self.unk_score_offset if word not in self._words else 0.0
+        return self.alpha * unknown * LOG_BASE_CHANGE_FACTOR + self.beta, None
+
+
+def _load_arpa(path: str | Path) -> tuple[kenlm.Model, set[str]]:
+    """The KenLM model of the ARPA file at ``path`` and its words (without ``<s>``, ``</s>``, ``<unk>``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"language model file not found: {path}")
+    words = _arpa_words(path)
+    if words is None:
+        raise ValueError(f"{path} is not an ARPA file (its first non-empty line must be \\data\\)")
+    config = kenlm.Config()
+    config.show_progress = False
+    try:
+        return kenlm.Model(str(path), config), words
+    except OSError as error:
+        raise ValueError(f"{path} is not a valid ARPA file: {error}") from error
+
+
+def _arpa_words(path: Path) -> set[str] | None:
+    """The unigrams of an ARPA file (without ``<s>``, ``</s>``, ``<unk>``); ``None`` if the file
+    does not start like ARPA (first non-empty line ``\\data\\``)."""
+    with open(path, "rb") as lines:
+        for line in lines:
+            if line.strip():
+                if line.strip() != b"\\data\\":
+                    return None
+                break
+        else:
+            return None
+        words = set()
+        in_unigrams = False
+        for line in lines:
+            line = line.strip()
+            if line.startswith(b"\\"):
+                if in_unigrams:
+                    break
+                in_unigrams = line == b"\\1-grams:"
+            elif in_unigrams and len(fields := line.split()) >= 2:  # log10 p, word[, log10 backoff]
+                words.add(fields[1].decode("utf-8"))
+    return words - {BOS, EOS, UNK}
+
+
+def _warn_unspellable(vocabulary: set[str], charset: Charset) -> None:
+    """Warn when many vocabulary words use characters outside the charset (they can never be
+    decoded: a sign of a vocabulary/LM that does not match the recognizer)."""
+    unspellable = [w for w in vocabulary if not all(c in charset for c in w)]
+    if len(unspellable) > 0.2 * len(vocabulary):
+        warnings.warn(f"{len(unspellable)} of {len(vocabulary)} vocabulary words have characters outside "
+                      f"the charset and can never be decoded, e.g. {sorted(unspellable)[:5]!r}", stacklevel=3)
+
+
+@contextlib.contextmanager
+def _quiet_small_vocabulary() -> Iterator[None]:
+    """Drop pyctcdecode's "Only N unigrams passed as vocabulary" warning (it fires for any
+    vocabulary under 1000 words) while the LM is built; its other warnings pass."""
+    logger = logging.getLogger("pyctcdecode.language_model")
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Only %s unigrams passed")
+
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)

@@ -1,0 +1,155 @@
+"""Training a recognizer on a data set in IAM layout (what ``tfnhr train`` runs).
+
+Seed §VI: CTC loss, Adam (lr 0.005), gradient-norm clipping 10, :class:`~tfnhr.callbacks.LearningRateHalving`
+on validation CER/WER, at most 80 epochs, the best model kept.
+
+Files written to ``out``:
+``best.keras`` (lowest validation CER; written atomically), ``last.keras`` + ``state.json`` (after
+every epoch, for ``resume``), ``log.csv`` (one row per epoch), ``tensorboard/``, ``charset.json``,
+``summary.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from tfnhr.charset import Charset
+
+RESUME_FILES = ("last.keras", "state.json")
+
+
+@dataclasses.dataclass
+class TrainOptions:
+    """What to train on and how; every field has the ``tfnhr train`` option of the same name.
+
+    ``height``: scale every image to this many rows (``None``: keep sizes). ``batch_pixels``:
+    pixel budget of one batch (after scaling). ``time_limit``: minutes after which training
+    stops at the end of the running epoch (``None``: no limit). ``max_train``/``max_val``: use
+    only the first N samples of each subset.
+    """
+
+    data: Path
+    out: Path = Path("runs/recognizer")
+    kind: str = "lines"
+    split: str = "official"
+    keep_err: bool = False
+    preset: str = "small"
+    mdlstm_units: tuple[int, ...] | None = None
+    conv_filters: tuple[int, ...] | None = None
+    block: tuple[tuple[int, int], ...] = ((2, 4), (2, 4))
+    dropout: float = 0.25
+    cell: str = "leaky_lp"
+    height: int | None = None
+    batch_pixels: int = 200_000
+    epochs: int = 80
+    learning_rate: float = 0.005
+    clipnorm: float = 10.0
+    trigger: str = "either"
+    seed: int = 0
+    max_train: int | None = None
+    max_val: int | None = None
+    time_limit: float | None = None
+    resume: bool = False
+    verbose: int = 1
+
+
+def load_subset(options: TrainOptions, subset: str, limit: int | None):
+    """The ``subset`` ("train"/"val"/"test") of the options' data, images in memory."""
+    from tfnhr.data.iam import load_samples
+    from tfnhr.data.pipeline import load_set
+
+    samples = load_samples(options.data, kind=options.kind, subset=subset, split=options.split,
+                           keep_err=options.keep_err)[:limit]
+    if not samples:
+        raise ValueError(f"{options.data}: the {subset} subset is empty (split {options.split!r})")
+    return load_set(samples, height=options.height, progress=options.verbose > 0, what=f"{subset} data")
+
+
+def train(options: TrainOptions) -> dict:
+    """Train (or resume) as ``options`` say; returns the summary (also in ``summary.json``)."""
+    import keras
+
+    from tfnhr.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeLimit,
+                                 ValidationErrorRates)
+    from tfnhr.data.pipeline import drop_infeasible, make_dataset
+    from tfnhr.model import build_recognizer
+
+    started = time.monotonic()
+    out = Path(options.out)
+    out.mkdir(parents=True, exist_ok=True)
+    keras.utils.set_random_seed(options.seed)
+    train_set = load_subset(options, "train", options.max_train)
+    val_set = load_subset(options, "val", options.max_val)
+
+    state = _resume_state(out) if options.resume else None
+    if state is not None:
+        model = keras.models.load_model(out / "last.keras")
+        best_weights = keras.models.load_model(out / "best.keras").get_weights()
+        charset = model.charset
+    else:
+        charset = Charset.from_texts(train_set.texts)
+        model = build_recognizer(charset, options.mdlstm_units, options.conv_filters, options.block,
+                                 options.dropout, options.cell, preset=options.preset)
+        model.compile(optimizer=keras.optimizers.Adam(options.learning_rate, global_clipnorm=options.clipnorm))
+        best_weights = None
+    charset.save(out / "charset.json")
+
+    train_set = drop_infeasible(train_set, charset, model.width_reduction)
+    train_data = make_dataset(train_set, charset, options.batch_pixels, shuffle=True, seed=options.seed)
+    val_data = make_dataset(val_set, charset, options.batch_pixels, shuffle=False)
+    halving = LearningRateHalving(options.trigger, initial_state=state and state["halving"],
+                                  best_weights=best_weights)
+    time_limit = TimeLimit(60 * options.time_limit if options.time_limit else float("inf"))
+    callbacks = [
+        ValidationErrorRates(val_data, val_set.texts, charset),
+        halving,
+        BestCheckpoint(out / "best.keras", best_cer=halving.best["val_cer"] if halving.best else float("inf")),
+        keras.callbacks.CSVLogger(str(out / "log.csv"), append=state is not None),
+        keras.callbacks.TensorBoard(str(out / "tensorboard"), write_graph=False, profile_batch=0),
+        ResumeState(out, halving),
+        time_limit,
+    ]
+    initial_epoch = state["epoch"] if state else 0
+    if options.verbose:
+        print(f"training {options.preset} recognizer ({model.count_params():,} parameters, "
+              f"{len(charset)} characters) on {len(train_set)} {options.kind}, validating on "
+              f"{len(val_set)}; epochs {initial_epoch + 1}..{options.epochs}", flush=True)
+    history = model.fit(train_data, epochs=options.epochs, initial_epoch=initial_epoch,
+                        callbacks=callbacks, verbose=options.verbose and 2)
+    summary = {
+        "epochs_run": len(history.epoch),
+        "last_epoch": (history.epoch[-1] + 1) if history.epoch else initial_epoch,
+        "best_epoch": halving.best and halving.best["epoch"],
+        "best_val_cer": halving.best and halving.best["val_cer"],
+        "best_val_wer": halving.best and halving.best["val_wer"],
+        "halvings": halving.halvings,
+        "stopped_by_time_limit": time_limit.stopped_early,
+        "train_examples": len(train_set),
+        "val_examples": len(val_set),
+        "parameters": model.count_params(),
+        "seconds": round(time.monotonic() - started, 1),
+        "model": str(out / "best.keras"),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    if options.verbose:
+        print_table(summary)
+    return summary
+
+
+def _resume_state(out: Path) -> dict | None:
+    """The saved state in ``out``; ``None`` if nothing was saved there yet."""
+    if not all((out / name).exists() for name in RESUME_FILES):
+        missing = [name for name in RESUME_FILES if not (out / name).exists()]
+        print(f"--resume: nothing to resume in {out} (missing {', '.join(missing)}); starting fresh", flush=True)
+        return None
+    return json.loads((out / "state.json").read_text())
+
+
+def print_table(summary: dict) -> None:
+    """The end-of-training summary as an aligned two-column table."""
+    for key, value in summary.items():
+        shown = f"{value:.2%}" if isinstance(value, float) and key.startswith("best_val") else value
+        print(f"{key:<24} {shown}")
