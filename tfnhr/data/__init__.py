@@ -1,1 +1,2 @@
-"""Data: embedded toy digit strings and ragged batching."""
+"""Data: IAM reading, the embedded synthetic handwriting set, toy digit strings, TFDS builders
+and the pixel-budget ``tf.data`` pipeline."""

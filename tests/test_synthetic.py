@@ -1,0 +1,189 @@
+"""The embedded synthetic handwriting set: fonts, text splits, rendering, IAM layout and CLI."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import string
+
+import numpy as np
+import pytest
+from PIL import Image, ImageFont
+
+from tfnhr.commands import synth
+from tfnhr.data import synthetic
+from tfnhr.data.images import load_gray
+
+ALL_FONTS = [path for split in synthetic.SPLITS for path in synthetic.font_paths(split)]
+
+
+def glyph(font: ImageFont.FreeTypeFont, char: str) -> np.ndarray:
+    """The rendered glyph of ``char`` as a uint8 array (empty when it draws nothing)."""
+    mask = font.getmask(char)
+    return np.asarray(mask, dtype=np.uint8).reshape(mask.size[1], mask.size[0])
+
+
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool((a == b).all())
+
+
+def test_font_splits_are_bundled_and_held_out():
+    names = {split: set(synthetic.FONT_SPLITS[split]) for split in synthetic.SPLITS}
+    assert len(names["train"]) >= 6 and len(names["val"]) >= 2 and len(names["test"]) >= 2
+    assert not (names["train"] & names["val"] or names["train"] & names["test"] or names["val"] & names["test"])
+    family = lambda name: re.split(r"[-.]|\d", name)[0].lower()  # noqa: E731
+    assert not {family(n) for n in names["train"]} & {family(n) for n in names["val"] | names["test"]}
+    readme = (synthetic.FONT_DIR / "README.md").read_text()
+    for path in ALL_FONTS:
+        assert path.is_file() and f"`{path.name}`" in readme
+    bundled = {p.name for p in synthetic.FONT_DIR.iterdir() if p.suffix in (".ttf", ".otf")}
+    assert bundled == {p.name for p in ALL_FONTS}
+
+
+@pytest.mark.parametrize("path", ALL_FONTS, ids=lambda p: p.name)
+def test_every_char_has_a_distinct_glyph(path):
+    font = ImageFont.truetype(str(path), 32)
+    notdef = glyph(font, "\ue000")  # unassigned code point: drawn as .notdef
+    glyphs = {c: glyph(font, c) for c in synthetic.CHARS if c != " "}
+    for char, bitmap in glyphs.items():
+        assert bitmap.size and bitmap.max() > 128, f"{path.name}: {char!r} draws nothing"
+        assert not same(bitmap, notdef), f"{path.name}: {char!r} is missing (.notdef)"
+    for lower in string.ascii_lowercase:
+        assert not same(glyphs[lower], glyphs[lower.upper()]), f"{path.name}: {lower!r} looks like its capital"
+
+
+def test_text_splits_are_normalised_and_disjoint():
+    texts = {split: synthetic.corpus_text(split) for split in synthetic.SPLITS}
+    assert 100_000 <= sum(map(len, texts.values())) <= 500_000
+    key = lambda sentence: re.sub(r"[^a-z0-9]", "", sentence.lower())  # noqa: E731
+    keys = {split: {key(s) for s in text.splitlines()} for split, text in texts.items()}
+    for split, text in texts.items():
+        assert set(text) <= set(synthetic.CHARS) | {"\n"}
+        assert len(text.splitlines()) > (1000 if split == "train" else 100)
+    assert not keys["train"] & keys["val"] and not keys["train"] & keys["test"] and not keys["val"] & keys["test"]
+
+
+def test_sample_texts_lengths_and_words():
+    rng = np.random.default_rng(0)
+    lines = synthetic.sample_texts("lines", 50, rng, "val", min_chars=20, max_chars=30)
+    assert all(20 <= len(line) <= 30 for line in lines) and len(set(lines)) > 45
+    assert all(line in " ".join(synthetic.corpus_text("val").split()) for line in lines)
+    words = synthetic.sample_texts("words", 50, rng, "test")
+    assert all(" " not in w and w[0].isalnum() and w[-1].isalnum() and len(w) <= 16 for w in words)
+    with pytest.raises(ValueError, match="min_chars"):
+        synthetic.sample_texts("lines", 1, rng, min_chars=30, max_chars=20)
+    with pytest.raises(ValueError, match="kind"):
+        synthetic.sample_texts("pages", 1, rng)
+
+
+def test_generate_is_deterministic_per_example():
+    first = synthetic.generate(4, seed=7, split="val")
+    again = synthetic.generate(2, seed=7, split="val")
+    for (image, text), (image2, text2) in zip(first, again):
+        assert text == text2 and np.array_equal(image, image2)
+    other = synthetic.generate(2, seed=8, split="val")
+    assert all(t != t2 for (_, t), (_, t2) in zip(other, first))
+    assert synthetic.generate(1, seed=7, split="test")[0][1] != first[0][1]
+
+
+def test_images_are_gray_ink_on_white_in_the_documented_size():
+    examples = [ex for split in synthetic.SPLITS for ex in synthetic.generate(12, seed=1, split=split)]
+    heights = []
+    for image, text in examples:
+        assert image.dtype == np.uint8 and image.ndim == 2
+        border = np.concatenate([image[0], image[-1], image[:, 0], image[:, -1]])
+        assert border.mean() > 200 and image.min() < 110, text
+        heights.append(image.shape[0])
+        assert image.shape[1] > 4 * len(text)
+    assert 20 <= min(heights) and max(heights) <= 120 and 38 <= np.median(heights) <= 62
+    words = synthetic.generate(10, seed=1, kind="words")
+    assert all(image.shape[0] <= 120 and " " not in text for image, text in words)
+
+
+def test_render_style_and_text_are_checked():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="slant"):
+        synthetic.RenderStyle(slant=(0.5, 0.1))
+    with pytest.raises(ValueError, match="CHARS"):
+        synthetic.render("naïve", ALL_FONTS[0], rng)
+    fixed = synthetic.RenderStyle(font_size=(30, 30), noise=(0, 0), slant=(0, 0), stretch=(1, 1),
+                                  stroke_width=(0, 0), blur=(0, 0), margin=(3, 3), paper_gray=(255, 255))
+    image = synthetic.render("Hello", ALL_FONTS[0], rng, fixed)
+    assert (image[:3] == 255).all() and (image[:, -3:] == 255).all() and image.min() < 100
+
+
+def parse_rows(path):
+    """``ascii/*.txt`` rows as field lists, IAM style: ``#`` comments, space-separated fields."""
+    return [line.split(" ") for line in path.read_text().splitlines() if not line.startswith("#")]
+
+
+def image_path(root, folder, item_id):
+    parts = item_id.split("-")
+    return root / folder / parts[0] / f"{parts[0]}-{parts[1]}" / f"{item_id}.png"
+
+
+def test_write_iam_layout_lines_and_words(tmp_path):
+    counts = {"train": 12, "val": 3, "test": 2}
+    summary = synthetic.write_iam_layout(tmp_path, counts, kind="both", seed=4, progress=False)
+    lines = parse_rows(tmp_path / "ascii" / "lines.txt")
+    words = parse_rows(tmp_path / "ascii" / "words.txt")
+    task = tmp_path / "largeWriterIndependentTextLineRecognitionTask"
+    splits = {name: (task / f"{name}.txt").read_text().split()
+              for name in ("trainset", "validationset1", "testset")}
+    assert [len(splits[n]) for n in ("trainset", "validationset1", "testset")] == [12, 3, 2]
+    assert {i[0] for i in splits["trainset"]} == {"s"} and {i[0] for i in splits["testset"]} == {"t"}
+    assert sorted(row[0] for row in lines) == sorted(sum(splits.values(), []))
+
+    expected = {}
+    for split, name in (("train", "trainset"), ("val", "validationset1"), ("test", "testset")):
+        for line_id, (image, text) in zip(splits[name], synthetic.generate(counts[split], seed=4, split=split)):
+            expected[line_id] = (image, text)
+    for line_id, result, gray, _, x, y, w, h, *transcription in lines:
+        image, text = expected[line_id]
+        assert result == "ok" and 0 < int(gray) < 255 and " ".join(transcription).replace("|", " ") == text
+        stored = load_gray(image_path(tmp_path, "lines", line_id))
+        assert stored.shape == (int(h), int(w)) and np.array_equal(stored, image)
+        line_words = [row for row in words if row[0].rsplit("-", 1)[0] == line_id]
+        assert [row[8] for row in line_words] == text.split()
+        for word_id, _, _, wx, wy, ww, wh, _, _ in line_words:
+            x0, y0, x1, y1 = int(wx), int(wy) - int(y), int(wx) + int(ww), int(wy) - int(y) + int(wh)
+            assert 0 <= x0 < x1 <= int(w) and 0 <= y0 < y1 <= int(h)
+            assert np.array_equal(load_gray(image_path(tmp_path, "words", word_id)), stored[y0:y1, x0:x1])
+    val_words = sum(len(expected[i][1].split()) for i in splits["validationset1"])
+    assert summary["counts"]["val"] == {"lines": 3, "words": val_words}
+
+
+def test_write_iam_layout_words(tmp_path):
+    synthetic.write_iam_layout(tmp_path, {"train": 13, "test": 1}, kind="words", progress=False)
+    assert not (tmp_path / "ascii" / "lines.txt").exists()
+    words = parse_rows(tmp_path / "ascii" / "words.txt")
+    texts = [text for _, text in synthetic.generate(13, kind="words")]
+    assert [row[8] for row in words[:13]] == texts
+    for word_id, _, _, _, _, w, h, tag, _ in words:
+        assert load_gray(image_path(tmp_path, "words", word_id)).shape == (int(h), int(w))
+    train_ids = (tmp_path / "largeWriterIndependentTextLineRecognitionTask" / "trainset.txt").read_text().split()
+    assert train_ids == ["s00-0000-00", "s00-0000-01"]
+
+
+def run_cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="tfnhr")
+    synth.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["synth", *argv])
+    return args.run(args)
+
+
+def test_cli_writes_a_set_and_refuses_a_foreign_folder(tmp_path, capsys):
+    out = tmp_path / "set"
+    assert run_cli("--out", str(out), "--train", "3", "--val", "1", "--test", "1", "--quiet") == 0
+    assert '"images": 5' in capsys.readouterr().out
+    assert run_cli("--out", str(out), "--train", "2", "--val", "0", "--test", "0", "--font-size", "20", "24") == 0
+    assert len(parse_rows(out / "ascii" / "lines.txt")) == 2 and not (out / "lines" / "v00").exists()
+
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    assert run_cli("--out", str(foreign), "--train", "1") == 2
+    assert "not empty" in capsys.readouterr().err
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+    assert run_cli("--out", str(tmp_path / "bad"), "--min-chars", "30", "--max-chars", "10") == 2
+    assert not (tmp_path / "bad").exists()

@@ -1,0 +1,578 @@
+"""Embedded synthetic handwriting: English text rendered with bundled handwriting-style fonts.
+
+The default data for demos and tests (needs no download): text from ``data/text/`` (WordNet
+example sentences, one per line, split into train/val/test), rendered with fonts from
+``data/fonts/`` (train fonts and held-out val/test fonts, see :data:`FONT_SPLITS`) with random
+size, slant, horizontal stretch, pen width, letter and word spacing, per-word baseline and size
+jitter, ink and paper gray levels, blur and pixel noise.
+
+Images follow the on-disk convention of :mod:`tfnhr.data.images`: uint8 ``[H, W]``, dark ink on a
+white background. :func:`write_iam_layout` writes a set in the IAM folder layout, so the IAM
+reader reads it unchanged. Everything is deterministic: example ``i`` of a split depends only on
+``(seed, split, kind, i)`` (and the Pillow/FreeType version).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import shutil
+import string
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+CHARS = string.ascii_letters + string.digits + " .,;:'\"!?-()&/"
+"""Every character the texts use and every bundled font draws: ASCII letters, digits, space and
+``. , ; : ' " ! ? - ( ) & /``."""
+
+SPLITS = ("train", "val", "test")
+KINDS = ("lines", "words")
+FONT_DIR = Path(__file__).resolve().parent / "fonts"
+TEXT_DIR = Path(__file__).resolve().parent / "text"
+
+FONT_SPLITS: dict[str, list[str]] = {
+    "train": ["ComicNeue-Regular.otf", "ComicNeue-BoldItalic.otf", "ComicNeue-Light.otf",
+              "DancingScript-Regular.otf", "DancingScript-Bold.otf", "dkg.ttf", "KaushanScript-Regular.otf",
+              "SteveHand.ttf"],
+    "val": ["Breip.ttf", "Kristi.ttf"],
+    "test": ["Rufscript010.ttf", "Purisa.otf"],
+}
+"""Font files (in ``data/fonts/``) per split; val and test fonts are of families absent from train."""
+
+STROKE_LIMIT = {"Kristi.ttf": 0.25}
+"""Most pen width (px, see :attr:`RenderStyle.stroke_width`) added to fonts whose letters are so
+tight that a thicker pen closes them up."""
+
+DEFAULT_CHARS = {"lines": (12, 40), "words": (1, 16)}
+"""Default ``(min_chars, max_chars)`` of :func:`sample_texts` per kind."""
+
+_PUNCTUATION = "".join(c for c in CHARS if not c.isalnum() and c != " ")
+_REFERENCE_HEIGHT = 0.55
+"""Each font is scaled so that sqrt(x-height * cap-height) is this fraction of the size."""
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+
+
+def font_paths(split: str) -> list[Path]:
+    """The bundled font files of ``split`` ("train", "val" or "test")."""
+    _check_split(split)
+    return [FONT_DIR / name for name in FONT_SPLITS[split]]
+
+
+@functools.lru_cache(maxsize=None)
+def corpus_text(split: str) -> str:
+    """The normalised text of ``split``: one sentence per line, characters from :data:`CHARS`."""
+    _check_split(split)
+    return (TEXT_DIR / f"{split}.txt").read_text(encoding="ascii")
+
+
+@functools.lru_cache(maxsize=None)
+def _tokens(split: str) -> tuple[str, ...]:
+    return tuple(corpus_text(split).split())
+
+
+@functools.lru_cache(maxsize=None)
+def _words(split: str, min_chars: int, max_chars: int) -> tuple[str, ...]:
+    """Tokens of ``split`` stripped of leading/trailing punctuation, of min..max characters."""
+    stripped = (token.strip(_PUNCTUATION) for token in _tokens(split))
+    return tuple(word for word in stripped if min_chars <= len(word) <= max_chars)
+
+
+def _line(tokens: Sequence[str], rng: np.random.Generator, min_chars: int, max_chars: int) -> str:
+    """Consecutive tokens from a random start, as many as fit in ``max_chars``; retried until the
+    line has at least ``min_chars``."""
+    for _ in range(1000):
+        start = int(rng.integers(len(tokens)))
+        line, end = tokens[start], start + 1
+        while end < len(tokens) and len(line) + 1 + len(tokens[end]) <= max_chars:
+            line += " " + tokens[end]
+            end += 1
+        if min_chars <= len(line) <= max_chars:
+            return line
+    raise ValueError(f"found no line of {min_chars}..{max_chars} characters in 1000 tries")
+
+
+def sample_texts(kind: str, count: int, rng: np.random.Generator, split: str = "train",
+                 min_chars: int | None = None, max_chars: int | None = None) -> list[str]:
+    """``count`` random texts from the text of ``split``.
+
+    ``kind``: "lines" (consecutive words, ``min_chars..max_chars`` characters, default 12..40) or
+    "words" (single words without leading/trailing punctuation, default 1..16 characters).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    _check_split(split)
+    default_min, default_max = DEFAULT_CHARS[kind]
+    min_chars = default_min if min_chars is None else min_chars
+    max_chars = default_max if max_chars is None else max_chars
+    if not 1 <= min_chars <= max_chars:
+        raise ValueError(f"need 1 <= min_chars <= max_chars, got {min_chars}, {max_chars}")
+    if kind == "lines":
+        return [_line(_tokens(split), rng, min_chars, max_chars) for _ in range(count)]
+    words = _words(split, min_chars, max_chars)
+    if not words:
+        raise ValueError(f"the {split} text has no word of {min_chars}..{max_chars} characters")
+    return [words[int(i)] for i in rng.integers(len(words), size=count)]
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderStyle:
+    """Random rendering parameters; each ``(low, high)`` pair is a uniform range drawn per image
+    unless noted. Lengths in "em" are fractions of the font size.
+
+    Attributes:
+        font_size: size in px. Fonts are rescaled to look equally large (same
+            sqrt(x-height * cap-height)). The default 28..38 px gives line images 28..85 px high
+            (5th/50th/95th percentile about 37/50/72 px, 300..750 px wide for 12..40
+            characters) and word images 16..90 px high (median 40).
+        stretch: horizontal scale factor of the whole image.
+        slant: shear, px of rightward shift per px of height (positive leans right).
+        stroke_width: px of pen width added around the glyph outlines.
+        baseline_jitter: standard deviation of each word's vertical shift, em.
+        size_jitter: standard deviation of each word's relative size change.
+        letter_spacing: extra space after each letter, em.
+        word_spacing: width of each gap between words, em (drawn per gap).
+        ink_gray: gray level of solid ink (0 = black).
+        paper_gray: gray level of the background (255 = white).
+        noise: standard deviation of Gaussian pixel noise, gray levels.
+        blur: standard deviation of the Gaussian blur, px (at most about 1).
+        margin: blank margin, px, drawn per side (integers).
+    """
+
+    font_size: tuple[float, float] = (28.0, 38.0)
+    stretch: tuple[float, float] = (0.85, 1.15)
+    slant: tuple[float, float] = (-0.15, 0.45)
+    stroke_width: tuple[float, float] = (0.0, 1.0)
+    baseline_jitter: float = 0.04
+    size_jitter: float = 0.03
+    letter_spacing: tuple[float, float] = (-0.02, 0.03)
+    word_spacing: tuple[float, float] = (0.25, 0.6)
+    ink_gray: tuple[float, float] = (0.0, 70.0)
+    paper_gray: tuple[float, float] = (235.0, 255.0)
+    noise: tuple[float, float] = (0.0, 8.0)
+    blur: tuple[float, float] = (0.0, 0.8)
+    margin: tuple[int, int] = (2, 10)
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, tuple) and not (len(value) == 2 and value[0] <= value[1]):
+                raise ValueError(f"RenderStyle.{field.name} must be a (low, high) pair, got {value!r}")
+        if self.font_size[0] < 4 or self.stretch[0] <= 0 or self.margin[0] < 0 or self.stroke_width[0] < 0:
+            raise ValueError(f"RenderStyle has a non-positive size, stretch, margin or stroke: {self}")
+
+
+@functools.lru_cache(maxsize=None)
+def _font(path: str, size: int):
+    from PIL import ImageFont
+
+    return ImageFont.truetype(path, size)
+
+
+@functools.lru_cache(maxsize=None)
+def _font_scale(path: str) -> float:
+    """Size factor that gives ``path`` the reference sqrt(x-height * cap-height)."""
+    font = _font(path, 100)
+    x_height = -font.getbbox("x", anchor="ls")[1]
+    cap_height = -font.getbbox("H", anchor="ls")[1]
+    return 100.0 * _REFERENCE_HEIGHT / math.sqrt(x_height * cap_height)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _glyph(path: str, size: int, char: str) -> tuple[np.ndarray, int, int, float]:
+    """``(uint8 [h, w] coverage, left, top, advance)`` of ``char`` at ``size`` px: the bitmap's
+    offset from the pen position on the baseline, and the pen's advance (px)."""
+    from PIL import Image, ImageDraw
+
+    font = _font(path, size)
+    left, top, right, bottom = font.getbbox(char, anchor="ls")
+    bitmap = Image.new("L", (max(right - left, 1), max(bottom - top, 1)))
+    ImageDraw.Draw(bitmap).text((-left, -top), char, fill=255, font=font, anchor="ls")
+    return np.asarray(bitmap), left, top, font.getlength(char)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Draw:
+    """One image's values of the :class:`RenderStyle` ranges (same units)."""
+
+    font_size: float
+    stretch: float
+    slant: float
+    stroke_width: float
+    letter_spacing: float
+    ink_gray: float
+    paper_gray: float
+    noise: float
+    blur: float
+
+    @classmethod
+    def sample(cls, style: RenderStyle, rng: np.random.Generator) -> "_Draw":
+        names = [field.name for field in dataclasses.fields(cls)]
+        low, high = np.array([getattr(style, name) for name in names], dtype=np.float64).T
+        return cls(*(low + rng.random(len(names)) * (high - low)).tolist())
+
+
+def _layout(words: Sequence[str], path: str, draw: _Draw, rng: np.random.Generator,
+            style: RenderStyle) -> list[list[tuple[np.ndarray, int, int]]]:
+    """Glyphs of each word as ``(coverage, x, y)``: bitmap top-left corners, baseline at y = 0.
+
+    Each word gets its own size (whole px, jittered) and baseline shift; each gap between words
+    its own width. Letters advance by the font's advance widths (no kerning) plus the spacing.
+    """
+    size = draw.font_size * _font_scale(path)
+    letter_spacing = draw.letter_spacing * size
+    scales = np.clip(1 + style.size_jitter * rng.standard_normal(len(words)), 0.8, 1.2)
+    baselines = np.rint(style.baseline_jitter * size * rng.standard_normal(len(words))).astype(int).tolist()
+    gaps = (rng.uniform(*style.word_spacing, size=len(words)) * size - letter_spacing).tolist()
+    pen, placed = 0.0, []
+    for word, scale, baseline, gap in zip(words, scales.tolist(), baselines, gaps):
+        word_size = max(4, round(size * scale))
+        glyphs = []
+        for char in word:
+            coverage, left, top, advance = _glyph(path, word_size, char)
+            glyphs.append((coverage, round(pen) + left, baseline + top))
+            pen += advance + letter_spacing
+        placed.append(glyphs)
+        pen += gap
+    return placed
+
+
+def _thicken(coverage: np.ndarray, amount: float) -> np.ndarray:
+    """``coverage`` (float [H, W], zero border) dilated by ``amount`` px (0..1) per side: a blend
+    with its 3x3 maximum."""
+    if amount < 0.02:
+        return coverage
+    grown = coverage.copy()
+    np.maximum(grown[:, 1:], coverage[:, :-1], out=grown[:, 1:])
+    np.maximum(grown[:, :-1], coverage[:, 1:], out=grown[:, :-1])
+    rows = grown.copy()
+    np.maximum(grown[1:], rows[:-1], out=grown[1:])
+    np.maximum(grown[:-1], rows[1:], out=grown[:-1])
+    return coverage + amount * (grown - coverage)
+
+
+def _blur(image: np.ndarray, sigma: float) -> np.ndarray:
+    """Gaussian blur of ``image`` (float [H, W]) with a 3-tap kernel (fine for sigma <= 1)."""
+    if sigma < 0.05:
+        return image
+    side = math.exp(-0.5 / sigma**2)
+    kernel = np.array([side, 1.0, side], np.float32) / (1 + 2 * side)
+    padded = np.pad(image, 1, mode="edge")
+    rows = kernel[0] * padded[:-2] + kernel[1] * padded[1:-1] + kernel[2] * padded[2:]
+    return kernel[0] * rows[:, :-2] + kernel[1] * rows[:, 1:-1] + kernel[2] * rows[:, 2:]
+
+
+Box = tuple[int, int, int, int]
+"""``(x0, y0, x1, y1)`` in px, exclusive ends."""
+
+
+def _compose(placed: list[list[tuple[np.ndarray, int, int]]]) -> tuple[np.ndarray, list[Box]]:
+    """The glyphs of :func:`_layout` drawn on a uint8 ``[H, W]`` ink canvas just large enough,
+    and each word's box on it (one px of room around the ink, for thickening)."""
+    boxes = [(min(x for _, x, _ in g) - 1, min(y for _, _, y in g) - 1,
+              max(x + c.shape[1] for c, x, _ in g) + 1, max(y + c.shape[0] for c, _, y in g) + 1) for g in placed]
+    left, top = min(b[0] for b in boxes), min(b[1] for b in boxes)
+    canvas = np.zeros((max(b[3] for b in boxes) - top, max(b[2] for b in boxes) - left), np.uint8)
+    for glyphs in placed:
+        for coverage, x, y in glyphs:
+            region = canvas[y - top:y - top + coverage.shape[0], x - left:x - left + coverage.shape[1]]
+            np.maximum(region, coverage, out=region)
+    return canvas, [(x0 - left, y0 - top, x1 - left, y1 - top) for x0, y0, x1, y1 in boxes]
+
+
+def _shear(canvas: np.ndarray, stretch: float, slant: float) -> tuple[np.ndarray, float]:
+    """``canvas`` mapped by ``u = stretch * x - slant * y + shift`` (tops of letters lean right for
+    slant > 0), and ``shift`` (which keeps ``u >= 0``)."""
+    from PIL import Image
+
+    height = canvas.shape[0]
+    shift = max(slant, 0.0) * height
+    width = math.ceil(stretch * canvas.shape[1] + abs(slant) * height)
+    sheared = Image.fromarray(canvas).transform((width, height), Image.Transform.AFFINE,
+                                                (1 / stretch, slant / stretch, -shift / stretch, 0, 1, 0),
+                                                Image.Resampling.BILINEAR)
+    return np.asarray(sheared), shift
+
+
+def _paper(ink: np.ndarray, draw: _Draw, rng: np.random.Generator) -> np.ndarray:
+    """Ink coverage (float ``[H, W]`` in [0, 1]) as uint8 gray: ink on paper, plus noise."""
+    gray = rng.standard_normal(ink.shape, dtype=np.float32)
+    gray *= draw.noise
+    gray += draw.paper_gray
+    gray -= ink * (draw.paper_gray - draw.ink_gray)
+    return np.clip(gray, 0, 255).round().astype(np.uint8)
+
+
+def _render(text: str, font_path: str | Path, rng: np.random.Generator,
+            style: RenderStyle) -> tuple[np.ndarray, list[Box]]:
+    """:func:`render`, plus each word's box in the image."""
+    words = text.split()
+    if not words or any(c not in CHARS for c in text):
+        raise ValueError(f"text must be non-empty and use only synthetic.CHARS, got {text!r}")
+    path = Path(font_path)
+    draw = _Draw.sample(style, rng)
+    canvas, boxes = _compose(_layout(words, str(path), draw, rng, style))
+    coverage, shift = _shear(canvas, draw.stretch, draw.slant)
+    rows, cols = np.flatnonzero(coverage.max(axis=1) > 20), np.flatnonzero(coverage.max(axis=0) > 20)
+    if not len(rows):
+        raise ValueError(f"{path.name} drew no ink for {text!r}")
+    coverage = coverage[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+    top, bottom, left, right = rng.integers(style.margin[0], style.margin[1] + 1, size=4).tolist()
+    # One px more on each side leaves room for thickening; it is cut off after the blur.
+    ink = np.zeros((coverage.shape[0] + top + bottom + 2, coverage.shape[1] + left + right + 2), np.float32)
+    ink[top + 1:top + 1 + coverage.shape[0], left + 1:left + 1 + coverage.shape[1]] = coverage
+    ink *= 1 / 255
+    stroke = min(draw.stroke_width, STROKE_LIMIT.get(path.name, math.inf))
+    image = _paper(_blur(_thicken(ink, stroke), draw.blur)[1:-1, 1:-1], draw, rng)
+
+    height, width = image.shape
+    word_boxes = []
+    for x0, y0, x1, y1 in boxes:
+        us = [draw.stretch * x - draw.slant * y + shift - cols[0] + left for x in (x0, x1) for y in (y0, y1)]
+        u0 = min(max(math.floor(min(us)), 0), width - 1)
+        v0 = min(max(y0 - rows[0] + top, 0), height - 1)
+        word_boxes.append((u0, v0, max(min(math.ceil(max(us)), width), u0 + 1),
+                           max(min(y1 - rows[0] + top, height), v0 + 1)))
+    return image, word_boxes
+
+
+def render(text: str, font_path: str | Path, rng: np.random.Generator,
+           style: RenderStyle = RenderStyle()) -> np.ndarray:
+    """``text`` drawn with the font at ``font_path`` in a random style: uint8 ``[H, W]``, dark ink
+    on a light (default near-white) background, cropped to the ink plus a random margin."""
+    return _render(text, font_path, rng, style)[0]
+
+
+def _example(seed: int, kind: str, split: str, index: int, style: RenderStyle,
+             chars: tuple[int | None, int | None]) -> tuple[np.ndarray, str, list[Box]]:
+    """Example ``index`` of a split: ``(image, text, word boxes)``, from its own random stream;
+    ``chars``: ``(min_chars, max_chars)`` of :func:`sample_texts`."""
+    rng = np.random.default_rng([seed, SPLITS.index(split), KINDS.index(kind), index])
+    text = sample_texts(kind, 1, rng, split, *chars)[0]
+    fonts = font_paths(split)
+    image, boxes = _render(text, fonts[int(rng.integers(len(fonts)))], rng, style)
+    return image, text, boxes
+
+
+def _check_args(seed: int, kind: str, split: str, kinds: Sequence[str] = KINDS) -> None:
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    if kind not in kinds:
+        raise ValueError(f"kind must be one of {tuple(kinds)}, got {kind!r}")
+    _check_split(split)
+
+
+def generate(count: int, seed: int = 0, kind: str = "lines", split: str = "train",
+             style: RenderStyle = RenderStyle(), min_chars: int | None = None,
+             max_chars: int | None = None) -> list[tuple[np.ndarray, str]]:
+    """``count`` rendered examples ``(uint8 [H, W] image, text)`` of ``split`` with its fonts;
+    texts from :func:`sample_texts` (``min_chars``/``max_chars``: its defaults per kind).
+
+    Example ``i`` depends only on ``(seed, split, kind, i)`` (and the other arguments), not on
+    ``count``.
+    """
+    _check_args(seed, kind, split)
+    return [_example(seed, kind, split, index, style, (min_chars, max_chars))[:2] for index in range(count)]
+
+
+# ---------------------------------------------------------------------------------------------
+# IAM folder layout
+
+MARKER = "synthetic.json"
+"""File at the root of a set written by :func:`write_iam_layout` (its parameters and summary)."""
+
+SPLIT_FILES = {"train": "trainset.txt", "val": "validationset1.txt", "test": "testset.txt"}
+TASK_DIR = "largeWriterIndependentTextLineRecognitionTask"
+FORM_PREFIX = {"train": "s", "val": "v", "test": "t"}
+"""First letter of the form ids of each split (IAM's writer-group letter)."""
+LINES_PER_FORM = 10
+WORDS_PER_LINE = 10
+"""For kind "words": how many word images share one (not written) line id."""
+WORD_TAG = "X"
+"""The grammatical-tag field of ``words.txt`` rows (the synthetic texts have no tags)."""
+
+
+def _header(name: str, example: str, fields: Sequence[str]) -> str:
+    """An IAM-style ``#`` comment header of an ``ascii/*.txt`` file."""
+    lines = [f"--- {name} (synthetic handwriting, written by tfnhr.data.synthetic) ---", "",
+             f"format: {example}", "", *(f"    {field}" for field in fields), ""]
+    return "".join(f"# {line}".rstrip() + "\n" for line in lines)
+
+
+_COMMON_FIELDS = ("ok             -> segmentation result (always ok)",
+                  "graylevel      -> gray level that separates ink from paper in this image")
+_LINE_HEADER = _header("lines.txt", "s00-0000-00 ok 128 7 0 0 412 48 This|is|a|line.", (
+    "s00-0000-00    -> line 00 of form s00-0000 (s: train, v: validation, t: test fonts)", *_COMMON_FIELDS,
+    "components     -> number of words",
+    "x y w h        -> bounding box, x/y on a virtual form page (its lines stacked)",
+    "transcription  -> the text, | for each space"))
+_WORD_HEADER = _header("words.txt", f"s00-0000-00-00 ok 128 0 0 61 48 {WORD_TAG} This", (
+    "s00-0000-00-00 -> word 00 of line s00-0000-00", *_COMMON_FIELDS,
+    "x y w h        -> bounding box, x/y on the virtual form page (0 0 for single words)",
+    f"{WORD_TAG:<14} -> grammatical tag (none)",
+    "transcription  -> the word"))
+
+
+def _line_id(split: str, line: int) -> str:
+    form = line // LINES_PER_FORM
+    return f"{FORM_PREFIX[split]}{form // 10000:02d}-{form % 10000:04d}-{line % LINES_PER_FORM:02d}"
+
+
+def _image_path(root: Path, folder: str, item_id: str) -> Path:
+    """IAM image path: ``root/folder/s00/s00-0000/<item_id>.png``."""
+    parts = item_id.split("-")
+    return root / folder / parts[0] / f"{parts[0]}-{parts[1]}" / f"{item_id}.png"
+
+
+def _threshold(image: np.ndarray) -> int:
+    """Midpoint between the darkest and the median (paper) gray level (of every other pixel)."""
+    return int((int(image.min()) + int(np.median(image[::2, ::2]))) // 2)
+
+
+def _prepare(out: Path) -> None:
+    """Make ``out`` ready: new, empty, or a synthetic set (whose written parts are removed)."""
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a folder")
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).is_file():
+            raise FileExistsError(f"{out} is not empty and holds no synthetic set ({MARKER} missing); "
+                                  "choose an empty or new folder")
+        for name in ("ascii", "lines", "words", TASK_DIR, MARKER):
+            target = out / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+class _Progress:
+    """A one-line progress bar on stderr, redrawn at most 5 times a second."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled, self.done = total, enabled and total > 0, 0
+        self.start = self.shown = time.perf_counter()
+
+    def step(self) -> None:
+        self.done += 1
+        now = time.perf_counter()
+        if self.enabled and (now - self.shown > 0.2 or self.done == self.total):
+            self.shown = now
+            bar = "=" * (30 * self.done // self.total)
+            rate = self.done / max(now - self.start, 1e-9)
+            sys.stderr.write(f"\rsynth {self.done}/{self.total} [{bar:<30}] {rate:.0f} examples/s")
+            if self.done == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+class _IamWriter:
+    """Writes images as they come and collects the ``ascii/*.txt`` rows and split ids, written by
+    :meth:`finish`."""
+
+    def __init__(self, out: Path) -> None:
+        self.out, self.pixels, self.folders = out, 0, set()
+        self.rows: dict[str, list[str]] = {"lines": [], "words": []}
+        self.ids: dict[str, list[str]] = {split: [] for split in SPLITS}
+        self.counts = {split: {"lines": 0, "words": 0} for split in SPLITS}
+
+    def _add(self, folder: str, split: str, item_id: str, image: np.ndarray, row: str) -> None:
+        from PIL import Image
+
+        path = _image_path(self.out, folder, item_id)
+        if path.parent not in self.folders:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.folders.add(path.parent)
+        Image.fromarray(image).save(path, compress_level=1)
+        self.pixels += image.size
+        self.rows[folder].append(f"{item_id} ok {_threshold(image)} {row}")
+        self.counts[split][folder] += 1
+        line_id = item_id if folder == "lines" else item_id.rsplit("-", 1)[0]
+        if not self.ids[split] or self.ids[split][-1] != line_id:
+            self.ids[split].append(line_id)
+
+    def line(self, split: str, line_id: str, image: np.ndarray, text: str, y: int) -> None:
+        """Line ``image`` at ``(0, y)`` on its form."""
+        words = text.split()
+        height, width = image.shape
+        self._add("lines", split, line_id, image, f"{len(words)} 0 {y} {width} {height} {'|'.join(words)}")
+
+    def word(self, split: str, word_id: str, image: np.ndarray, word: str, x: int, y: int) -> None:
+        """Word ``image`` at ``(x, y)`` on its form."""
+        self._add("words", split, word_id, image, f"{x} {y} {image.shape[1]} {image.shape[0]} {WORD_TAG} {word}")
+
+    def finish(self) -> None:
+        """Write the text files."""
+        (self.out / "ascii").mkdir(exist_ok=True)
+        for name, header in (("lines", _LINE_HEADER), ("words", _WORD_HEADER)):
+            if self.rows[name]:
+                text = header + "".join(f"{row}\n" for row in self.rows[name])
+                (self.out / "ascii" / f"{name}.txt").write_text(text)
+        (self.out / TASK_DIR).mkdir(exist_ok=True)
+        for split, name in (*SPLIT_FILES.items(), (None, "validationset2.txt")):
+            (self.out / TASK_DIR / name).write_text("".join(f"{i}\n" for i in self.ids.get(split, [])))
+
+
+def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str = "lines", seed: int = 0,
+                     style: RenderStyle = RenderStyle(), progress: bool = True,
+                     min_chars: int | None = None, max_chars: int | None = None) -> dict:
+    """Write a synthetic set in the IAM folder layout and return a summary.
+
+    ``counts``: examples per split, e.g. ``{"train": 2000, "val": 200, "test": 200}`` (lines, or
+    words for kind "words"). ``kind``: "lines" (``ascii/lines.txt``, ``lines/...png``), "words"
+    (``ascii/words.txt``, ``words/...png``; ten words share a line id) or "both" (lines, plus every
+    word of each line cropped from the line image). Split files in
+    ``largeWriterIndependentTextLineRecognitionTask/`` list the line ids of each split
+    (``validationset2.txt`` is written empty). ``out_dir`` must be new, empty or an earlier
+    synthetic set (which is replaced); anything else raises ``FileExistsError``. ``min_chars``,
+    ``max_chars``: text lengths as in :func:`sample_texts` (of lines for kind "both").
+
+    Returns ``{"out_dir", "kind", "seed", "counts": {split: {"lines": n, "words": n}},
+    "images", "pixels", "seconds", "images_per_second"}`` (images and pixels of all files).
+    """
+    _check_args(seed, kind, "train", kinds=(*KINDS, "both"))
+    if set(counts) - set(SPLITS) or any(n < 0 for n in counts.values()):
+        raise ValueError(f"counts must map splits {SPLITS} to numbers >= 0, got {dict(counts)}")
+    text_kind = "words" if kind == "words" else "lines"
+    sample_texts(text_kind, 1, np.random.default_rng(seed), "train", min_chars, max_chars)  # raises on bad lengths
+    out = Path(out_dir)
+    _prepare(out)
+    params = {"kind": kind, "seed": seed, "counts": dict(counts), "min_chars": min_chars, "max_chars": max_chars,
+              "style": dataclasses.asdict(style), "fonts": FONT_SPLITS}
+    (out / MARKER).write_text(json.dumps(params, indent=1) + "\n")
+
+    writer, bar = _IamWriter(out), _Progress(sum(counts.values()), progress)
+    for split, count in counts.items():
+        form_y = 0
+        for index in range(count):
+            image, text, boxes = _example(seed, text_kind, split, index, style, (min_chars, max_chars))
+            if kind == "words":
+                line_id = _line_id(split, index // WORDS_PER_LINE)
+                writer.word(split, f"{line_id}-{index % WORDS_PER_LINE:02d}", image, text, 0, 0)
+            else:
+                line_id = _line_id(split, index)
+                form_y = 0 if index % LINES_PER_FORM == 0 else form_y
+                writer.line(split, line_id, image, text, form_y)
+                if kind == "both":
+                    for number, (word, (x0, y0, x1, y1)) in enumerate(zip(text.split(), boxes)):
+                        writer.word(split, f"{line_id}-{number:02d}", image[y0:y1, x0:x1], word, x0, form_y + y0)
+                form_y += image.shape[0]
+            bar.step()
+    writer.finish()
+
+    seconds = time.perf_counter() - bar.start
+    images = sum(sum(c.values()) for c in writer.counts.values())
+    summary = {"out_dir": str(out), "kind": kind, "seed": seed, "counts": writer.counts, "images": images,
+               "pixels": writer.pixels, "seconds": round(seconds, 3),
+               "images_per_second": round(images / max(seconds, 1e-9), 1)}
+    (out / MARKER).write_text(json.dumps({**params, "summary": summary}, indent=1) + "\n")
+    return summary
