@@ -52,8 +52,12 @@ class DirectionSharedDense(keras.layers.Layer):
     def call(self, inputs):
         if isinstance(inputs, tf.RaggedTensor):
             return tf.ragged.map_flat_values(self.call, inputs)
-        per_direction = tf.reshape(inputs, tf.concat([tf.shape(inputs)[:-1], [self.directions, -1]], 0))
-        return tf.einsum("...du,uk->...k", per_direction, self.kernel) + self.bias
+        # One [N * D, u] @ [u, K] matmul (an einsum over "...du,uk" has a slow kernel gradient:
+        # TF forms the broadcast product [N, D, u, K] for it).
+        leading = tf.shape(inputs)[:-1]
+        per_direction = tf.reshape(inputs, [-1, inputs.shape[-1] // self.directions])
+        projected = tf.reshape(tf.matmul(per_direction, self.kernel), [-1, self.directions, self.units])
+        return tf.reshape(tf.reduce_sum(projected, axis=1), tf.concat([leading, [self.units]], 0)) + self.bias
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.units,)
@@ -74,6 +78,9 @@ class Recognizer(keras.Model):
       block: ``(bh, bw)`` kernel = stride of both block convolutions (pixels), or two such pairs.
       dropout: dropout rate on the MDLSTM outputs (training only).
       cell, packing, directions: passed to every :class:`~tfnhr.layers.MDLSTM2D`.
+      input_height: the height (px) images were scaled to in training, or ``None`` (kept their
+        size). Not applied by ``call``; the data pipeline, ``tfnhr evaluate`` and ``recognize``
+        scale images to it, so a saved model carries its preprocessing.
     """
 
     def __init__(
@@ -86,9 +93,13 @@ class Recognizer(keras.Model):
         cell: str = "leaky_lp",
         packing: str = "examples",
         directions: int = 4,
+        input_height: int | None = None,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        if input_height is not None and input_height < 1:
+            raise ValueError(f"input_height must be positive or None, got {input_height!r}")
+        self.input_height = input_height
         self.charset = charset if isinstance(charset, Charset) else Charset.from_config(charset)
         self.mdlstm_units = tuple(int(u) for u in mdlstm_units)
         self.conv_filters = tuple(int(f) for f in conv_filters)
@@ -166,6 +177,7 @@ class Recognizer(keras.Model):
             "cell": self.cell,
             "packing": self.packing,
             "directions": self.directions,
+            "input_height": self.input_height,
         }
 
 
@@ -186,6 +198,7 @@ def build_recognizer(
     cell: str = "leaky_lp",
     packing: str = "examples",
     preset: str = "small",
+    input_height: int | None = None,
 ) -> Recognizer:
     """A built :class:`Recognizer` for ``charset``; ``mdlstm_units``/``conv_filters`` default to
     the ``preset`` (``"small"`` (2, 10, 50)/(6, 20) or ``"large"`` (4, 20, 100)/(12, 40))."""
@@ -195,6 +208,6 @@ def build_recognizer(
         charset,
         mdlstm_units=PRESETS[preset]["mdlstm_units"] if mdlstm_units is None else mdlstm_units,
         conv_filters=PRESETS[preset]["conv_filters"] if conv_filters is None else conv_filters,
-        block=block, dropout=dropout, cell=cell, packing=packing)
+        block=block, dropout=dropout, cell=cell, packing=packing, input_height=input_height)
     model.build()
     return model

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -92,13 +93,16 @@ def train(options: TrainOptions) -> dict:
     else:
         charset = Charset.from_texts(train_set.texts)
         model = build_recognizer(charset, options.mdlstm_units, options.conv_filters, options.block,
-                                 options.dropout, options.cell, preset=options.preset)
+                                 options.dropout, options.cell, preset=options.preset,
+                                 input_height=options.height)
         model.compile(optimizer=keras.optimizers.Adam(options.learning_rate, global_clipnorm=options.clipnorm))
         best_weights = None
     charset.save(out / "charset.json")
 
     train_set = drop_infeasible(train_set, charset, model.width_reduction)
-    train_data = make_dataset(train_set, charset, options.batch_pixels, shuffle=True, seed=options.seed)
+    initial_epoch = state["epoch"] if state else 0
+    train_data = make_dataset(train_set, charset, options.batch_pixels, shuffle=True, seed=options.seed,
+                              first_epoch=initial_epoch)
     val_data = make_dataset(val_set, charset, options.batch_pixels, shuffle=False)
     halving = LearningRateHalving(options.trigger, initial_state=state and state["halving"],
                                   best_weights=best_weights)
@@ -112,13 +116,12 @@ def train(options: TrainOptions) -> dict:
         ResumeState(out, halving),
         time_limit,
     ]
-    initial_epoch = state["epoch"] if state else 0
     if options.verbose:
         print(f"training {options.preset} recognizer ({model.count_params():,} parameters, "
               f"{len(charset)} characters) on {len(train_set)} {options.kind}, validating on "
               f"{len(val_set)}; epochs {initial_epoch + 1}..{options.epochs}", flush=True)
     history = model.fit(train_data, epochs=options.epochs, initial_epoch=initial_epoch,
-                        callbacks=callbacks, verbose=options.verbose and 2)
+                        callbacks=callbacks, verbose=_keras_verbosity(options.verbose))
     summary = {
         "epochs_run": len(history.epoch),
         "last_epoch": (history.epoch[-1] + 1) if history.epoch else initial_epoch,
@@ -137,6 +140,11 @@ def train(options: TrainOptions) -> dict:
     if options.verbose:
         print_table(summary)
     return summary
+
+
+def _keras_verbosity(verbose: int) -> int:
+    """Keras ``fit`` verbosity: a progress bar on a terminal, one line per epoch in logs."""
+    return 0 if not verbose else 1 if sys.stdout.isatty() else 2
 
 
 def _resume_state(out: Path) -> dict | None:

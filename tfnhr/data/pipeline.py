@@ -99,14 +99,15 @@ def drop_infeasible(data: TextImageSet, charset: Charset, width_reduction: int,
     """Drop examples too narrow for CTC to emit their text (``ceil(W / width_reduction)``
     columns < :func:`ctc_frames_needed`), with a counted warning; such examples have infinite
     loss and would turn the gradients into NaN."""
+    counted_before = charset.unknown_counts.copy()
     keep = [i for i, (image, text) in enumerate(zip(data.images, data.texts))
             if -(-image.shape[1] // width_reduction) >= ctc_frames_needed(charset.encode(text))]
+    charset.unknown_counts = counted_before  # unknown characters are counted where labels are made
     if len(keep) < len(data):
         dropped = [data.ids[i] for i in sorted(set(range(len(data))) - set(keep))]
         warnings.warn(f"{what}: dropped {len(dropped)} of {len(data)} examples too narrow for their "
                       f"transcription at {width_reduction} input columns per output column "
                       f"(first: {dropped[:3]}); scale images up or use narrower blocks", stacklevel=2)
-    charset.unknown_counts.clear()
     if not keep:
         raise ValueError(f"{what}: every example is too narrow for its transcription")
     return data.subset(keep)
@@ -145,16 +146,17 @@ def ragged_batch(images: Sequence[np.ndarray], labels: Sequence[Sequence[int]]
 
 
 def make_dataset(data: TextImageSet, charset: Charset, batch_pixels: int, shuffle: bool = True,
-                 seed: int = 0) -> tf.data.Dataset:
+                 seed: int = 0, first_epoch: int = 0) -> tf.data.Dataset:
     """``(images, labels)`` batches of at most ``batch_pixels`` pixels (see the module docstring).
 
-    Each pass over the dataset is one epoch; with ``shuffle`` the order of pass ``e`` is a
-    permutation drawn from ``(seed, e)``, otherwise the data's order.
+    Each pass over the dataset is one epoch, counted from ``first_epoch`` (a resumed run passes
+    the epochs already done); with ``shuffle`` the order of epoch ``e`` is a permutation drawn
+    from ``(seed, e)``, otherwise the data's order.
     """
     labels = [charset.encode(text) for text in data.texts]
     charset.warn_unknown("the data set")
     pixels = data.pixels()
-    epoch = [0]
+    epoch = [first_epoch]
 
     def batches() -> Iterator[tuple[tf.RaggedTensor, tf.RaggedTensor]]:
         order = (np.random.default_rng([seed, epoch[0]]).permutation(len(data)) if shuffle
