@@ -84,7 +84,10 @@ def test_resume_continues_from_the_saved_epoch(workspace, tmp_path):
     assert [row["epoch"] for row in csv.DictReader(open(run / "log.csv"))] == ["0", "1"]
     assert json.loads((run / "state.json").read_text())["epoch"] == 2
     resumed = keras.models.load_model(run / "last.keras")
-    assert int(resumed.optimizer.iterations.numpy()) > iterations  # the optimizer state came along
+    if json.loads((run / "state.json").read_text())["halving"]["halvings"] == [2]:
+        assert float(resumed.optimizer.learning_rate.numpy()) == pytest.approx(0.0025)  # reset at epoch 2
+    else:
+        assert int(resumed.optimizer.iterations.numpy()) > iterations  # the optimizer state came along
 
 
 def test_evaluate_prints_greedy_and_lm_rows(workspace, capsys):

@@ -22,8 +22,8 @@ from tests.test_recognizer_model import tiny_recognizer
 from tfnhr.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeLimit,
                              ValidationErrorRates, reset_optimizer_state, save_atomically)
 from tfnhr.charset import UNKNOWN, Charset
-from tfnhr.data.pipeline import (TextImageSet, ctc_frames_needed, drop_infeasible, load_set,
-                                 make_dataset, pixel_budget_batches)
+from tfnhr.data.pipeline import (TextImageSet, balanced_batches, ctc_frames_needed, drop_infeasible,
+                                 epoch_batch_count, load_set, make_dataset, pixel_budget_batches)
 from tfnhr.data.samples import Sample
 from tfnhr.decoding import greedy_decode_batch
 from tfnhr.evaluation import EvaluationRow, column_scores, confidence, evaluate, format_table
@@ -206,8 +206,26 @@ def _epochs(dataset, data, budget, epochs=2):
             for _ in range(epochs)]
 
 
+def test_balanced_batches_fixed_count_within_budget_and_nearly_equal():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        pixels = rng.integers(1, 50, size=int(rng.integers(1, 40)))
+        budget = int(2 * pixels.max() + rng.integers(0, 200))
+        order = [int(i) for i in rng.permutation(len(pixels))]
+        batches = balanced_batches(pixels, budget, order)
+        assert len(batches) == epoch_batch_count(pixels, budget) == min(
+            -(-int(pixels.sum()) // (budget - int(pixels.max()))), len(pixels))
+        assert [i for batch in batches for i in batch] == order  # consecutive, every index once
+        sums = [int(pixels[batch].sum()) for batch in batches]
+        assert all(batch for batch in batches) and max(sums) <= budget
+        assert max(sums) - min(sums) <= 2 * pixels.max()  # nearly equal: within two examples
+    with pytest.raises(ValueError, match="must hold two of the largest"):
+        balanced_batches([10, 30], 59, [0, 1])
+
+
 def test_make_dataset_batches_cover_every_example_within_budget():
-    data, budget = _indexed_set(), 120
+    data = _indexed_set()
+    budget = 2 * int(data.pixels().max()) + 30
     first, second = _epochs(make_dataset(data, CHARS, budget, shuffle=True, seed=3), data, budget)
     assert sorted(first) == list(range(len(data))) and sorted(second) == list(range(len(data)))
     assert first != second  # reshuffled every epoch
@@ -217,7 +235,13 @@ def test_make_dataset_batches_cover_every_example_within_budget():
     assert other_seed[0] != first
     plain = _epochs(make_dataset(data, CHARS, budget, shuffle=False), data, budget, epochs=1)
     assert plain == [list(range(len(data)))]
-    # The batches themselves are the pixel-budget split of the epoch's order.
+    # Training batches: the balanced split of the epoch's order, as many every epoch.
+    shuffled = make_dataset(data, CHARS, budget, shuffle=True, seed=3)
+    assert int(shuffled.cardinality()) == epoch_batch_count(data.pixels(), budget)
+    order = np.random.default_rng([3, 0]).permutation(len(data))
+    assert [int(images.nrows()) for images, _ in shuffled] == [
+        len(b) for b in balanced_batches(data.pixels(), budget, order)]
+    # Evaluation batches: the greedy pixel-budget split of the data's order.
     dataset = make_dataset(data, CHARS, budget, shuffle=False)
     assert [int(images.nrows()) for images, _ in dataset] == [
         len(b) for b in pixel_budget_batches(data.pixels(), budget, range(len(data)))]
@@ -326,7 +350,8 @@ def test_learning_rate_halving_restores_the_best_epoch():
 # best epoch (0.4, 0.7); then (cer, wer) -> whether each trigger halves
 TRIGGER_CASES = [
     ((0.5, 0.6), {"either": True, "both": False, "cer": True, "wer": False}),   # CER worse only
-    ((0.3, 0.8), {"either": True, "both": False, "cer": False, "wer": True}),   # WER worse only
+    ((0.3, 0.8), {"either": False, "both": False, "cer": False, "wer": False}),  # WER worse, CER best: new best
+    ((0.4, 0.8), {"either": True, "both": False, "cer": False, "wer": True}),   # WER worse only
     ((0.5, 0.8), {"either": True, "both": True, "cer": True, "wer": True}),     # both worse
     ((0.4, 0.7), {"either": False, "both": False, "cer": False, "wer": False}),  # equal
     ((0.3, 0.6), {"either": False, "both": False, "cer": False, "wer": False}),  # both better
@@ -350,8 +375,9 @@ def test_learning_rate_halving_triggers(trigger):
         # The best epoch is the lowest (CER, WER) in that order, whatever the trigger.
         new_best = (cer, wer) < (0.4, 0.7)
         assert halving.best["epoch"] == (2 if new_best else 1)
-        if halves[trigger]:  # back to the best epoch's weights (this epoch's if it is the new best)
-            _assert_weights_equal(model.get_weights(), epoch_weights if new_best else best_weights)
+        if halves[trigger]:  # back to the best epoch's weights (a new best never halves)
+            assert not new_best
+            _assert_weights_equal(model.get_weights(), best_weights)
         else:
             _assert_weights_equal(model.get_weights(), epoch_weights)
 

@@ -73,7 +73,8 @@ class LearningRateHalving(keras.callbacks.Callback):
     Args:
       trigger: ``"either"`` (CER or WER worse than the best epoch's, the default), ``"both"``
         (both worse), ``"cer"`` or ``"wer"`` alone. The best epoch is the one with the lowest
-        (CER, WER), compared in that order.
+        (CER, WER), compared in that order; an epoch that becomes the new best never halves
+        (e.g. a lower CER with a higher WER: training goes on from it).
       min_learning_rate: stop training once a halving would go below this.
 
     Attributes: ``best`` (``{"epoch", "val_cer", "val_wer"}`` of the best epoch, or ``None``),
@@ -111,11 +112,10 @@ class LearningRateHalving(keras.callbacks.Callback):
         cer, wer = logs["val_cer"], logs["val_wer"]
         learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         logs["learning_rate"] = learning_rate
-        worse = self.best is not None and self._worse(cer, wer)
         if self.best is None or (cer, wer) < (self.best["val_cer"], self.best["val_wer"]):
             self.best = {"epoch": epoch + 1, "val_cer": cer, "val_wer": wer}
             self.best_weights = self.model.get_weights()
-        if worse:
+        elif self._worse(cer, wer):
             self.halve(epoch)
 
     def halve(self, epoch: int) -> None:

@@ -120,7 +120,7 @@ def train(options: TrainOptions) -> dict:
         print(f"training {options.preset} recognizer ({model.count_params():,} parameters, "
               f"{len(charset)} characters) on {len(train_set)} {options.kind}, validating on "
               f"{len(val_set)}; epochs {initial_epoch + 1}..{options.epochs}", flush=True)
-    history = model.fit(train_data, epochs=options.epochs, initial_epoch=initial_epoch,
+    history = model.fit(train_data, epochs=options.epochs, initial_epoch=initial_epoch, shuffle=False,
                         callbacks=callbacks, verbose=_keras_verbosity(options.verbose))
     summary = {
         "epochs_run": len(history.epoch),

@@ -3,9 +3,11 @@
 * :func:`load_set` reads every image once (optionally scaled to a fixed height), keeps it in
   memory as uint8, and skips unreadable images and empty transcriptions, **counting** them in a
   warning. Training data is small next to memory: IAM's 6161 lines at 64 px height are ~0.35 GB.
-* :func:`pixel_budget_batches` groups a shuffled order into batches whose summed pixel count
-  stays within a budget (the seed's batching by size, not by example count): big images make
-  small batches, small ones large batches, and the packed canvases stay about the same size.
+* :func:`balanced_batches` groups a shuffled order into a fixed number of batches whose summed
+  pixel counts are nearly equal and within a budget (the seed's batching by size, not by example
+  count): big images make small batches, small ones large batches, and the packed canvases stay
+  about the same size. :func:`pixel_budget_batches` (greedy, for inference) fills each batch up
+  to the budget in the given order.
 * :func:`make_dataset` yields ``(images, labels)``: images ragged ``[B, (H), (W), 1]`` float32
   ink in [0, 1], labels ragged ``[B, (L)]`` int32 class indices; reshuffled every epoch
   (deterministically from the seed and the epoch number), with prefetch.
@@ -133,6 +135,47 @@ def pixel_budget_batches(pixels: Sequence[int], budget: int, order: Sequence[int
     return batches
 
 
+def epoch_batch_count(pixels: Sequence[int], budget: int) -> int:
+    """How many batches :func:`balanced_batches` makes of examples of these pixel counts: the
+    fewest whose share of the total pixels leaves room for one more example under ``budget``
+    (and no more than there are examples).
+
+    Raises ``ValueError`` unless the budget holds two of the largest examples."""
+    largest, total = int(max(pixels)), int(sum(pixels))
+    if budget < 2 * largest:
+        raise ValueError(f"the pixel budget {budget} must hold two of the largest example ({largest} "
+                         "pixels): raise the budget (--batch-pixels) or scale the images down (--height)")
+    return min(-(-total // (budget - largest)), len(pixels))
+
+
+def balanced_batches(pixels: Sequence[int], budget: int, order: Sequence[int]) -> list[list[int]]:
+    """Split ``order`` into exactly :func:`epoch_batch_count` consecutive batches of nearly equal
+    pixel sums, each at most ``budget``.
+
+    Batch ``b`` takes the examples whose pixel range starts in ``[b, b + 1) * total / n``: at most
+    ``total / n + largest <= budget`` pixels. Only when an example is wider than ``total / n``
+    (few, large examples) can an interval hold no start; its neighbours' examples then move over
+    so that no batch is empty. With a fixed count, every epoch has the same number of steps
+    whatever the shuffle (Keras counts an epoch's steps from the first one and would otherwise
+    drop batches or stop early).
+    """
+    order = np.asarray(order, dtype=np.int64)
+    if len(order) != len(pixels):
+        raise ValueError(f"the order has {len(order)} indices for {len(pixels)} examples")
+    count = epoch_batch_count(pixels, budget)
+    sizes = np.asarray(pixels, dtype=np.int64)[order]
+    starts = np.cumsum(sizes) - sizes
+    owner = np.minimum(starts * count // max(int(sizes.sum()), 1), count - 1)
+    # Where an interval holds no start (an example wider than total / n), move the neighbouring
+    # examples over so that every batch index occurs: steps of at most 1, from 0 to n - 1.
+    for k in range(1, len(owner)):
+        owner[k] = min(owner[k], owner[k - 1] + 1)
+    owner[-1] = count - 1
+    for k in range(len(owner) - 2, -1, -1):
+        owner[k] = max(owner[k], owner[k + 1] - 1)
+    return [[int(i) for i in order[owner == b]] for b in range(count)]
+
+
 def ragged_batch(images: Sequence[np.ndarray], labels: Sequence[Sequence[int]]
                  ) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
     """uint8 ``[H_i, W_i]`` grays + label lists -> (ragged ``[B, (H), (W), 1]`` float32 ink,
@@ -150,8 +193,11 @@ def make_dataset(data: TextImageSet, charset: Charset, batch_pixels: int, shuffl
     """``(images, labels)`` batches of at most ``batch_pixels`` pixels (see the module docstring).
 
     Each pass over the dataset is one epoch, counted from ``first_epoch`` (a resumed run passes
-    the epochs already done); with ``shuffle`` the order of epoch ``e`` is a permutation drawn
-    from ``(seed, e)``, otherwise the data's order.
+    the epochs already done). With ``shuffle`` (training) the order of epoch ``e`` is a
+    permutation drawn from ``(seed, e)``, split by :func:`balanced_batches` into the same number
+    of batches every epoch (the dataset's cardinality; the budget must hold two of the largest
+    examples). Without (evaluation) the data's order is split greedily by
+    :func:`pixel_budget_batches`, where an example larger than the budget gets a batch alone.
     """
     labels = [charset.encode(text) for text in data.texts]
     charset.warn_unknown("the data set")
@@ -162,8 +208,11 @@ def make_dataset(data: TextImageSet, charset: Charset, batch_pixels: int, shuffl
         order = (np.random.default_rng([seed, epoch[0]]).permutation(len(data)) if shuffle
                  else np.arange(len(data)))
         epoch[0] += 1
-        for batch in pixel_budget_batches(pixels, batch_pixels, order):
+        split = balanced_batches if shuffle else pixel_budget_batches
+        for batch in split(pixels, batch_pixels, order):
             yield ragged_batch([data.images[i] for i in batch], [labels[i] for i in batch])
 
     dataset = tf.data.Dataset.from_generator(batches, output_signature=(IMAGES_SPEC, LABELS_SPEC))
+    if shuffle:
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(epoch_batch_count(pixels, batch_pixels)))
     return dataset.prefetch(2)
