@@ -10,8 +10,8 @@ Steps, all under ``--out`` (default ``runs/main``):
    validation CER/WER), stopped by a time limit; ``model/best.keras`` is the best epoch.
 4. Validation and test CER/WER of the best model: greedy and beam search + LM; ``main.json``.
 
-``--preset quick`` (default) fits in 20 minutes on 2 cores; ``--preset full`` trains longer on
-more data for far lower error rates (README, "Recognizer" for measured figures).
+``--preset quick`` (default) fits in 20 minutes on 2 cores; ``--preset full`` trains an hour on
+more data for lower error rates (README, "Main job figures", has the measured ones).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 PRESETS: dict[str, dict] = {
     "quick": {"train": 3000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80},
-    "full": {"train": 12000, "val": 400, "test": 400, "time_limit": None, "epochs": 40},
+    "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 60.0, "epochs": 80},
 }
 """Data sizes (lines) and training limits (minutes, epochs) of the two main-job presets."""
 
@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"[3/4] training the small recognizer (time limit {time_limit} min)", flush=True)
     summary = train(TrainOptions(
         data=data, out=args.out / "model", preset="small", block=((2, 2), (2, 2)), height=IMAGE_HEIGHT,
-        batch_pixels=300_000, epochs=preset["epochs"], time_limit=time_limit, seed=args.seed))
+        batch_pixels=150_000, epochs=preset["epochs"], time_limit=time_limit, seed=args.seed))
     print("[4/4] evaluating the best model on held-out fonts", flush=True)
     results = {"preset": args.preset, "training": summary, "lm": {k: lm_stats[k] for k in ("vocabulary", "ngrams")}}
     for subset in ("val", "test"):
