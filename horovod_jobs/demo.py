@@ -1,4 +1,4 @@
-"""The main job (``make demo``): train a small MDLSTM digit-string reader under Horovod.
+"""``make demo-horovod``: train a small MDLSTM digit-string reader under Horovod (2 local workers).
 
 Run as ``horovodrun -np 2 -H localhost:2 --gloo python -m horovod_jobs.demo`` (or as one plain
 process). Data: the embedded toy digit strings (:mod:`tfnhr.data.digit_strings`), variable height

@@ -1,4 +1,4 @@
-"""The main job (``make demo``) under real Horovod: 2 Gloo workers train the MDLSTM digit reader."""
+"""``make demo-horovod`` under real Horovod: 2 Gloo workers train the MDLSTM digit reader."""
 
 from __future__ import annotations
 
