@@ -12,7 +12,7 @@ from pathlib import Path
 def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
     """Beam-search/LM options (shared by evaluate and recognize)."""
     parser.add_argument("--lm", type=Path, default=None, help="ARPA word n-gram model (tfnhr lm build)")
-    parser.add_argument("--beam-width", type=int, default=25)
+    parser.add_argument("--beam-width", type=int, default=25, help="hypotheses kept per column")
     parser.add_argument("--alpha", type=float, default=0.5, help="LM weight")
     parser.add_argument("--beta", type=float, default=1.0, help="word insertion bonus")
     parser.add_argument("--closed-vocabulary", action="store_true",
@@ -45,11 +45,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     add_data_arguments(parser)
-    parser.add_argument("--subset", choices=("train", "val", "test"), default="test")
+    parser.add_argument("--subset", choices=("train", "val", "test"), default="test", help="which subset")
     parser.add_argument("--max", type=int, default=None, help="evaluate only the first N samples")
     add_decoder_arguments(parser)
     parser.add_argument("--decoders", nargs="+", choices=DECODERS, default=None,
-                        help="decoders to compare (default: greedy, and beam+lm with --lm)")
+                        help="decoders to compare; none given: greedy, and beam+lm with --lm")
     parser.add_argument("--show", type=int, default=0, help="print the first N references and hypotheses")
     parser.add_argument("--json", type=Path, default=None, help="also write the table as JSON here")
     parser.set_defaults(run=run)

@@ -30,7 +30,7 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     """Options that select data in IAM layout (shared by train and evaluate)."""
     parser.add_argument("--data", type=Path, required=True,
                         help="folder in IAM layout (ascii/, lines/ or words/, split files)")
-    parser.add_argument("--kind", choices=("lines", "words"), default="lines")
+    parser.add_argument("--kind", choices=("lines", "words"), default="lines", help="line or word images")
     parser.add_argument("--split", default="official",
                         help="'official' (largeWriterIndependentTextLineRecognitionTask/) or a folder "
                              "with train/valid/test id lists (e.g. the seed's 6161/966/2915 split)")
@@ -55,18 +55,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--filters", type=int_list, default=None, help="block-conv filters (overrides --preset)")
     parser.add_argument("--block", type=size_pair, nargs="+", default=[(2, 4)],
                         help="block-conv kernel=stride HxW: one for both convolutions, or one each")
-    parser.add_argument("--dropout", type=float, default=defaults.dropout)
-    parser.add_argument("--cell", choices=("leaky_lp", "leaky_lp_new_state", "lstm"), default=defaults.cell)
+    parser.add_argument("--dropout", type=float, default=defaults.dropout, help="dropout on MDLSTM outputs")
+    parser.add_argument("--cell", choices=("leaky_lp", "leaky_lp_new_state", "lstm"), default=defaults.cell,
+                        help="MDLSTM cell")
     parser.add_argument("--height", type=int, default=None, help="scale images to this height (px)")
     parser.add_argument("--batch-pixels", type=int, default=defaults.batch_pixels,
                         help="pixel budget of one batch (after scaling)")
-    parser.add_argument("--epochs", type=int, default=defaults.epochs)
+    parser.add_argument("--epochs", type=int, default=defaults.epochs, help="maximum epochs")
     parser.add_argument("--lr", type=float, default=defaults.learning_rate, help="Adam learning rate")
     parser.add_argument("--clipnorm", type=float, default=defaults.clipnorm, help="gradient-norm clipping")
     parser.add_argument("--halve-on", choices=("either", "both", "cer", "wer"), default=defaults.trigger,
                         help="halve the LR (reset Adam, restore the best weights) when the validation "
                              "CER/WER get worse than the best epoch's: either of them, both, or one")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="weights and shuffling seed")
     parser.add_argument("--max-train", type=int, default=None, help="use only the first N training samples")
     parser.add_argument("--max-val", type=int, default=None, help="use only the first N validation samples")
     parser.add_argument("--time-limit", type=float, default=None,
