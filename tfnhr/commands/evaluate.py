@@ -42,7 +42,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     parser = commands.add_parser(
         "evaluate", help="CER/WER of a trained model (greedy vs beam vs beam+LM)",
-        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        description=" ".join(__doc__.split()), formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     add_data_arguments(parser)
     parser.add_argument("--subset", choices=("train", "val", "test"), default="test", help="which subset")
