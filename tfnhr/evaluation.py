@@ -17,23 +17,14 @@ Decoder = Callable[[Sequence[np.ndarray]], list[str]]
 """Column scores ``[T_i, K]`` per image -> one text per image."""
 
 
-def prepare(model, gray: np.ndarray) -> np.ndarray:
-    """uint8 ``[H, W]`` gray -> uint8 gray scaled to the model's ``input_height`` (if it has one)."""
-    from PIL import Image
-
-    height = getattr(model, "input_height", None)
-    if height is None or gray.shape[0] == height:
-        return gray
-    width = max(1, round(gray.shape[1] * height / gray.shape[0]))
-    return np.asarray(Image.fromarray(gray).resize((width, height), Image.BILINEAR))
-
-
 def column_scores(model, grays: Sequence[np.ndarray], batch_pixels: int = 400_000) -> list[np.ndarray]:
     """Per-image column scores ``[T_i, K]`` (float32 logits) of uint8 ``[H_i, W_i]`` grays, in
-    order, run in batches of at most ``batch_pixels`` pixels (after scaling)."""
+    order, scaled to the model's ``input_height`` (if it has one) and run in batches of at most
+    ``batch_pixels`` pixels."""
+    from tfnhr.data.images import scale_to_height
     from tfnhr.data.pipeline import pixel_budget_batches, ragged_batch
 
-    grays = [prepare(model, gray) for gray in grays]
+    grays = [scale_to_height(gray, model.input_height) for gray in grays]
     scores: list[np.ndarray | None] = [None] * len(grays)
     for batch in pixel_budget_batches([g.size for g in grays], batch_pixels, range(len(grays))):
         images, _ = ragged_batch([grays[i] for i in batch], [[] for _ in batch])

@@ -3,7 +3,7 @@ conv -> MDLSTM -> fully connected shared across directions -> sum over direction
 per-column character scores for CTC.
 
 Shapes: images ragged ``[B, (H), (W), 1]`` float32 ink in [0, 1] (any height and width, see
-:func:`tfnhr.data.images.to_model_input`) -> column scores ragged ``[B, (T), K]`` unnormalised
+:func:`tfnhr.data.images.to_ink`) -> column scores ragged ``[B, (T), K]`` unnormalised
 logits, ``T = ceil(ceil(W / bw1) / bw2)`` columns, ``K = charset.num_classes`` (class 0 = CTC
 blank). Dense ``[B, H, W, 1]`` input (every pixel valid) gives dense ``[B, T, K]``.
 

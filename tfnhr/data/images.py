@@ -1,8 +1,9 @@
 """Reading text-image files and turning them into model input.
 
 On disk: grayscale (or colour, converted) PNG/JPEG, dark ink on a light background, as in IAM.
-Model input: float32 ``[H, W, 1]`` ink intensity in [0, 1] (``1 - gray / 255``), so background
-is 0 and padding, where any, is background.
+Model input: float32 ``[H, W, 1]`` ink intensity in [0, 1] (:func:`to_ink`: ``1 - gray / 255``),
+so background is 0 and padding, where any, is background; optionally scaled to a fixed height
+first (:func:`scale_to_height`).
 """
 
 from __future__ import annotations
@@ -44,17 +45,19 @@ def _read_gray(source: str | Path | io.BytesIO, name: str) -> np.ndarray:
     return gray
 
 
-def to_model_input(gray: np.ndarray, height: int | None = None) -> np.ndarray:
-    """uint8 ``[H, W]`` gray -> float32 ``[H', W', 1]`` ink in [0, 1].
-
-    ``height``: scale to this many rows keeping the aspect ratio (bilinear); ``None`` keeps the
-    size (no resizing is needed: the models take any height and width).
-    """
+def scale_to_height(gray: np.ndarray, height: int | None) -> np.ndarray:
+    """uint8 ``[H, W]`` gray -> the same image ``height`` rows high, aspect ratio kept (bilinear;
+    width at least 1). ``None`` or the same height returns ``gray`` unchanged."""
     if gray.ndim != 2 or gray.size == 0:
         raise ValueError(f"expected a non-empty [H, W] gray image, got shape {gray.shape}")
-    if height is not None and height != gray.shape[0]:
-        from PIL import Image
+    if height is None or height == gray.shape[0]:
+        return gray
+    from PIL import Image
 
-        width = max(1, round(gray.shape[1] * height / gray.shape[0]))
-        gray = np.asarray(Image.fromarray(gray).resize((width, height), Image.BILINEAR))
+    width = max(1, round(gray.shape[1] * height / gray.shape[0]))
+    return np.asarray(Image.fromarray(gray).resize((width, height), Image.BILINEAR))
+
+
+def to_ink(gray: np.ndarray) -> np.ndarray:
+    """uint8 ``[H, W]`` gray -> float32 ``[H, W, 1]`` ink in [0, 1] (``1 - gray / 255``)."""
     return (1.0 - gray.astype(np.float32) / 255.0)[..., None]

@@ -23,7 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfnhr.charset import Charset
-from tfnhr.data.images import ImageReadError, load_gray
+from tfnhr.data.batching import to_ragged_images, to_ragged_labels
+from tfnhr.data.images import ImageReadError, load_gray, scale_to_height, to_ink
 from tfnhr.data.samples import Sample
 
 IMAGES_SPEC = tf.RaggedTensorSpec([None, None, None, 1], tf.float32, ragged_rank=2)
@@ -60,7 +61,6 @@ def load_set(samples: Sequence[Sample], height: int | None = None, progress: boo
     the first few; ``ValueError`` if nothing is left.
     """
     import keras
-    from PIL import Image
 
     images, texts, ids, unreadable, empty = [], [], [], [], []
     bar = keras.utils.Progbar(len(samples), unit_name="image") if progress else None
@@ -73,10 +73,7 @@ def load_set(samples: Sequence[Sample], height: int | None = None, progress: boo
             except ImageReadError as error:
                 unreadable.append(str(error))
             else:
-                if height is not None and gray.shape[0] != height:
-                    width = max(1, round(gray.shape[1] * height / gray.shape[0]))
-                    gray = np.asarray(Image.fromarray(gray).resize((width, height), Image.BILINEAR))
-                images.append(gray)
+                images.append(scale_to_height(gray, height))
                 texts.append(sample.text)
                 ids.append(sample.id)
         if bar is not None and (number % 200 == 0 or number == len(samples)):
@@ -180,12 +177,7 @@ def ragged_batch(images: Sequence[np.ndarray], labels: Sequence[Sequence[int]]
                  ) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
     """uint8 ``[H_i, W_i]`` grays + label lists -> (ragged ``[B, (H), (W), 1]`` float32 ink,
     ragged ``[B, (L)]`` int32)."""
-    ink = 1.0 - np.concatenate([image.reshape(-1) for image in images]).astype(np.float32) / 255.0
-    heights = [image.shape[0] for image in images]
-    widths = np.repeat([image.shape[1] for image in images], heights)
-    batch_images = tf.RaggedTensor.from_nested_row_lengths(ink[:, None], [heights, widths])
-    flat = np.array([index for label in labels for index in label], dtype=np.int32)
-    return batch_images, tf.RaggedTensor.from_row_lengths(flat, [len(label) for label in labels])
+    return to_ragged_images([to_ink(image) for image in images]), to_ragged_labels(labels)
 
 
 def make_dataset(data: TextImageSet, charset: Charset, batch_pixels: int, shuffle: bool = True,
