@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 
 import keras
 import numpy as np
@@ -14,10 +15,12 @@ from PIL import Image
 from tfnhr.charset import Charset
 from tfnhr.cli import main
 from tfnhr.data import synthetic
+from tfnhr.data.images import load_gray
 from tfnhr.data.pipeline import TextImageSet, make_dataset
 from tfnhr.decoding import greedy_decode_batch
 from tfnhr.evaluation import column_scores
 from tfnhr.model import build_recognizer
+from tests.conftest import VENV_BIN
 
 TINY_MODEL = ["--units", "2,6,16", "--filters", "4,8", "--block", "2x2", "--height", "24"]
 
@@ -114,8 +117,12 @@ def test_recognize_prints_text_and_reports_unreadable_files(workspace, tmp_path,
     path, text, confidence = captured.out.strip().split("\t")
     assert path == str(image) and 0 < float(confidence) <= 1
     model = keras.models.load_model(model_path)
-    from tfnhr.data.images import load_gray
     assert text == greedy_decode_batch(column_scores(model, [load_gray(image)]), model.charset)[0]
+    # The console script in a fresh process (where nothing imported tfnhr.model beforehand).
+    fresh = subprocess.run([str(VENV_BIN / "tfnhr"), "recognize", "--model", str(model_path), str(image)],
+                           capture_output=True, text=True, timeout=300)
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    assert fresh.stdout.split("\t")[:2] == [str(image), text]
 
 
 def test_bad_inputs_give_one_line_errors(tmp_path, capsys):

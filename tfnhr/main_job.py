@@ -40,13 +40,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("runs/main"))
     parser.add_argument("--time-limit", type=float, default=None,
                         help="training minutes (default: the preset's)")
+    for subset in ("train", "val", "test"):
+        parser.add_argument(f"--{subset}", type=int, default=None,
+                            help=f"{subset} lines (default: the preset's)")
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    preset = PRESETS[args.preset]
+    preset = {**PRESETS[args.preset],
+              **{key: getattr(args, key) for key in ("train", "val", "test") if getattr(args, key) is not None}}
     started = time.monotonic()
 
     from tfnhr.data import synthetic
@@ -77,21 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def evaluate_subset(model_path: Path, data: Path, subset: str, lm_path: Path) -> list[dict]:
-    """Print and return the greedy and beam+LM CER/WER of the model on ``subset``."""
-    import keras
+    """Print and return the greedy and beam+LM CER/WER of the model on ``subset`` (what
+    ``tfnhr evaluate`` prints; its JSON table is kept next to the model)."""
+    from tfnhr.cli import main as tfnhr
 
-    from tfnhr.data.iam import load_samples
-    from tfnhr.data.pipeline import load_set
-    from tfnhr.decoding import CtcDecoder, greedy_decode_batch
-    from tfnhr.evaluation import column_scores, evaluate, format_table
-
-    model = keras.models.load_model(model_path)
-    subset_data = load_set(load_samples(data, subset=subset), what=f"{subset} data")
-    decoders = {"greedy": lambda scores: greedy_decode_batch(scores, model.charset),
-                "beam+lm": CtcDecoder(model.charset, beam_width=25, lm_path=lm_path).decode_batch}
-    rows, _ = evaluate(column_scores(model, subset_data.images), subset_data.texts, decoders)
-    print(f"\n{subset} ({len(subset_data)} lines, held-out fonts):\n{format_table(rows)}", flush=True)
-    return [row.__dict__ for row in rows]
+    table = model_path.parent / f"{subset}.json"
+    status = tfnhr(["evaluate", "--model", str(model_path), "--data", str(data), "--subset", subset,
+                    "--lm", str(lm_path), "--json", str(table)])
+    if status:
+        raise SystemExit(f"evaluating {model_path} on {subset} failed (exit status {status})")
+    return json.loads(table.read_text())
 
 
 if __name__ == "__main__":

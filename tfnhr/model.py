@@ -211,3 +211,19 @@ def build_recognizer(
         block=block, dropout=dropout, cell=cell, packing=packing, input_height=input_height)
     model.build()
     return model
+
+
+def load_recognizer(path) -> Recognizer:
+    """A :class:`Recognizer` saved with ``model.save(path)`` (``.keras``). Use this rather than
+    ``keras.models.load_model`` in a fresh process: it registers the classes the file names.
+
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a file that holds no
+    recognizer."""
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such model file")
+    model = keras.models.load_model(path)
+    if not isinstance(model, Recognizer):
+        raise ValueError(f"{path} holds a {type(model).__name__}, not a tfnhr Recognizer")
+    return model

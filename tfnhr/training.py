@@ -76,7 +76,7 @@ def train(options: TrainOptions) -> dict:
     from tfnhr.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeLimit,
                                  ValidationErrorRates)
     from tfnhr.data.pipeline import drop_infeasible, make_dataset
-    from tfnhr.model import build_recognizer
+    from tfnhr.model import build_recognizer, load_recognizer
 
     started = time.monotonic()
     out = Path(options.out)
@@ -87,8 +87,8 @@ def train(options: TrainOptions) -> dict:
 
     state = _resume_state(out) if options.resume else None
     if state is not None:
-        model = keras.models.load_model(out / "last.keras")
-        best_weights = keras.models.load_model(out / "best.keras").get_weights()
+        model = load_recognizer(out / "last.keras")
+        best_weights = load_recognizer(out / "best.keras").get_weights()
         charset = model.charset
     else:
         charset = Charset.from_texts(train_set.texts)
@@ -106,7 +106,7 @@ def train(options: TrainOptions) -> dict:
     val_data = make_dataset(val_set, charset, options.batch_pixels, shuffle=False)
     halving = LearningRateHalving(options.trigger, initial_state=state and state["halving"],
                                   best_weights=best_weights)
-    time_limit = TimeLimit(60 * options.time_limit if options.time_limit else float("inf"))
+    time_limit = TimeLimit(float("inf") if options.time_limit is None else 60 * options.time_limit)
     callbacks = [
         ValidationErrorRates(val_data, val_set.texts, charset),
         halving,

@@ -57,14 +57,13 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate and print the table; returns the exit status."""
-    import keras
-
     from tfnhr.data.iam import load_samples
     from tfnhr.data.pipeline import load_set
     from tfnhr.evaluation import column_scores, evaluate, format_table
+    from tfnhr.model import load_recognizer
 
     try:
-        model = keras.models.load_model(args.model)
+        model = load_recognizer(args.model)
         samples = load_samples(args.data, kind=args.kind, subset=args.subset, split=args.split,
                                keep_err=args.keep_err)[:args.max]
         data = load_set(samples, what=f"{args.subset} data")

@@ -25,14 +25,13 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print ``PATH<TAB>text<TAB>confidence`` per image; unreadable files are reported on stderr
     and make the exit status 1 (the other images are still recognized)."""
-    import keras
-
     from tfnhr.commands.evaluate import make_decoder
     from tfnhr.data.images import ImageReadError, load_gray
     from tfnhr.evaluation import column_scores, confidence
+    from tfnhr.model import load_recognizer
 
     try:
-        model = keras.models.load_model(args.model)
+        model = load_recognizer(args.model)
         decode = make_decoder(args.decoder or ("beam+lm" if args.lm else "greedy"), args, model.charset)
     except (FileNotFoundError, ValueError) as error:
         print(f"tfnhr recognize: error: {error}", file=sys.stderr)
