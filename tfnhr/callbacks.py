@@ -22,13 +22,11 @@ TRIGGERS = ("either", "both", "cer", "wer")
 
 
 def transcribe(model: keras.Model, dataset, charset: Charset) -> list[str]:
-    """Greedy (best-path) transcriptions of every batch of ``dataset`` (``(images, labels)``
-    batches, or images alone), in order."""
+    """Greedy (best-path) transcriptions of every ``(images, labels)`` batch of ``dataset``, in order."""
     from tfnhr.decoding import greedy_decode_batch
 
     texts = []
-    for batch in dataset:
-        images = batch[0] if isinstance(batch, tuple) else batch
+    for images, _ in dataset:
         scores = model(images, training=False)
         texts += greedy_decode_batch([s.numpy() for s in scores], charset)
     return texts

@@ -74,9 +74,10 @@ class Charset:
     def __repr__(self) -> str:
         return f"Charset({''.join(self.chars)!r})"
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, count_unknown: bool = True) -> list[int]:
         """Class indices (1..N) of ``text``. Unknown characters map to :data:`UNKNOWN`'s class
-        (counted in ``unknown_counts``); without an unknown class they raise ``ValueError``."""
+        (counted in ``unknown_counts`` unless ``count_unknown`` is False); without an unknown
+        class they raise ``ValueError``."""
         indices = []
         for char in text:
             index = self._index.get(char)
@@ -84,7 +85,8 @@ class Charset:
                 if not self.with_unknown:
                     raise ValueError(f"character {char!r} of {text!r} is not in the charset "
                                      "(build it with with_unknown=True to map such characters)")
-                self.unknown_counts[char] += 1
+                if count_unknown:
+                    self.unknown_counts[char] += 1
                 index = self._index[UNKNOWN]
             indices.append(index)
         return indices

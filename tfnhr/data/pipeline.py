@@ -98,10 +98,9 @@ def drop_infeasible(data: TextImageSet, charset: Charset, width_reduction: int,
     """Drop examples too narrow for CTC to emit their text (``ceil(W / width_reduction)``
     columns < :func:`ctc_frames_needed`), with a counted warning; such examples have infinite
     loss and would turn the gradients into NaN."""
-    counted_before = charset.unknown_counts.copy()
     keep = [i for i, (image, text) in enumerate(zip(data.images, data.texts))
-            if -(-image.shape[1] // width_reduction) >= ctc_frames_needed(charset.encode(text))]
-    charset.unknown_counts = counted_before  # unknown characters are counted where labels are made
+            if -(-image.shape[1] // width_reduction)
+            >= ctc_frames_needed(charset.encode(text, count_unknown=False))]  # counted where labels are made
     if len(keep) < len(data):
         dropped = [data.ids[i] for i in sorted(set(range(len(data))) - set(keep))]
         warnings.warn(f"{what}: dropped {len(dropped)} of {len(data)} examples too narrow for their "
