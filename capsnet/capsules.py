@@ -66,17 +66,21 @@ class RoutingCapsules(keras.layers.Layer):
     ``v_j = squash(s_j)``, ``b_ij += û_{j|i} · v_j`` (logits start at 0 per example). Returns
     ``v`` — or ``s`` of the last iteration when ``squash_output=False`` (MLCN lanes, whose
     one-dimensional outputs are squashed later as dimensions of the assembled class capsules).
-    The routing sums are batched matmuls over ``(b, j)`` on ``û`` laid out ``[B, J, I, D]``:
-    30 % faster (forward + backward, CapsNet sizes) than broadcast products reduced over ``i``.
+
+    With ``stop_routing_gradient`` (default, as the public CapsNet-Keras code) gradients reach ``û``
+    only through the last iteration's sum, the coupling coefficients acting as constants: routing's
+    backward pass gets 1.8× faster at CapsNet sizes. The routing sums are batched matmuls over
+    ``(b, j)`` on ``û`` laid out ``[B, J, I, D]``: 30 % faster (forward + backward, CapsNet sizes)
+    than broadcast products reduced over ``i``.
     """
 
     def __init__(self, capsules: int, dim: int, routings: int = 3, squash_output: bool = True,
-                 kernel_initializer="glorot_uniform", **kwargs):
+                 stop_routing_gradient: bool = True, kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
         if routings < 1:
             raise ValueError(f"routings must be >= 1, got {routings}")
         self.capsules, self.dim, self.routings = int(capsules), int(dim), int(routings)
-        self.squash_output = bool(squash_output)
+        self.squash_output, self.stop_routing_gradient = bool(squash_output), bool(stop_routing_gradient)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def build(self, input_shape):
@@ -94,13 +98,15 @@ class RoutingCapsules(keras.layers.Layer):
 
     def call(self, inputs):
         u_hat = self.predictions(inputs)  # [B, J, I, D]
+        u_hat_routing = tf.stop_gradient(u_hat) if self.stop_routing_gradient else u_hat
         logits = tf.zeros(tf.concat([tf.shape(u_hat)[:2], [1], tf.shape(u_hat)[2:3]], 0), u_hat.dtype)  # b: [B, J, 1, I]
         for iteration in range(self.routings):
             coupling = tf.nn.softmax(logits, axis=1)  # over the output capsules j
-            s = tf.matmul(coupling, u_hat)  # Σ_i c_ij û_{j|i}: [B, J, 1, D]
+            last = iteration == self.routings - 1
+            s = tf.matmul(coupling, u_hat if last else u_hat_routing)  # Σ_i c_ij û_{j|i}: [B, J, 1, D]
             v = squash(s)
-            if iteration < self.routings - 1:
-                logits += tf.matmul(v, u_hat, transpose_b=True)  # û_{j|i} · v_j
+            if not last:
+                logits += tf.matmul(v, u_hat_routing, transpose_b=True)  # û_{j|i} · v_j
         return (v if self.squash_output else s)[:, :, 0]
 
     def compute_output_shape(self, input_shape):
@@ -109,6 +115,7 @@ class RoutingCapsules(keras.layers.Layer):
     def get_config(self) -> dict:
         return {**super().get_config(), "capsules": self.capsules, "dim": self.dim,
                 "routings": self.routings, "squash_output": self.squash_output,
+                "stop_routing_gradient": self.stop_routing_gradient,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer)}
 
 

@@ -18,11 +18,13 @@ def squash_reference(s: np.ndarray) -> np.ndarray:
 def routing_reference(u: np.ndarray, kernel: np.ndarray, capsules: int, routings: int):
     """Sabour et al.'s Procedure 1, one example and one (i, j) pair at a time.
 
-    ``u``: ``[B, I, Din]``; ``kernel``: ``[I, Din, J·D]``. Returns ``(v, s)`` of the last iteration, ``[B, J, D]``.
+    ``u``: ``[B, I, Din]``; ``kernel``: ``[I, Din, J·D]``. Returns ``(v, s)`` of the last iteration,
+    ``[B, J, D]``, and the last coupling coefficients ``[B, I, J]``.
     """
     batch, n_in, _ = u.shape
     dim = kernel.shape[-1] // capsules
     v_all, s_all = np.zeros((batch, capsules, dim)), np.zeros((batch, capsules, dim))
+    coupling_all = np.zeros((batch, n_in, capsules))
     for b in range(batch):
         u_hat = np.zeros((n_in, capsules, dim))
         for i in range(n_in):
@@ -36,8 +38,8 @@ def routing_reference(u: np.ndarray, kernel: np.ndarray, capsules: int, routings
             for i in range(n_in):
                 for j in range(capsules):
                     logits[i, j] += u_hat[i, j] @ v[j]
-        v_all[b], s_all[b] = v, s
-    return v_all, s_all
+        v_all[b], s_all[b], coupling_all[b] = v, s, coupling
+    return v_all, s_all, coupling_all
 
 
 def test_squash_matches_closed_form_keeps_direction_and_bounds_norm():
@@ -71,7 +73,7 @@ def test_routing_matches_numpy_reference(routings):
     layer.build(u.shape)
     kernel = rng.normal(scale=0.5, size=(7, 4, 30)).astype(np.float32)
     layer.kernel.assign(kernel)
-    v_ref, s_ref = routing_reference(u.astype(np.float64), kernel.astype(np.float64), 5, routings)
+    v_ref, s_ref, _ = routing_reference(u.astype(np.float64), kernel.astype(np.float64), 5, routings)
     np.testing.assert_allclose(layer(tf.constant(u)).numpy(), v_ref, rtol=2e-4, atol=1e-5)
     unsquashed = RoutingCapsules(capsules=5, dim=6, routings=routings, squash_output=False)
     unsquashed.build(u.shape)
@@ -84,9 +86,43 @@ def test_routing_changes_coupling_away_from_uniform():
     rng = np.random.default_rng(1)
     u = rng.normal(size=(2, 9, 4)).astype(np.float32)
     kernel = rng.normal(size=(9, 4, 12)).astype(np.float32)
-    v1, _ = routing_reference(u, kernel, 3, 1)
-    v3, _ = routing_reference(u, kernel, 3, 3)
+    v1 = routing_reference(u, kernel, 3, 1)[0]
+    v3 = routing_reference(u, kernel, 3, 3)[0]
     assert np.abs(v1 - v3).max() > 1e-2
+
+
+def kernel_gradient(layer: RoutingCapsules, u: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(layer(tf.constant(u)) * weights)
+    return tape.gradient(loss, layer.kernel).numpy()
+
+
+def test_routing_gradients():
+    """Full gradient = central differences of the NumPy reference; the stopped gradient = the
+    gradient with the last coupling coefficients held constant (float64 throughout)."""
+    rng = np.random.default_rng(6)
+    u, kernel = rng.normal(size=(2, 4, 3)), rng.normal(scale=0.7, size=(4, 3, 6))
+    weights = rng.normal(size=(2, 3, 2))
+    layers = {stop: RoutingCapsules(3, 2, routings=3, stop_routing_gradient=stop, dtype="float64") for stop in (0, 1)}
+    for layer in layers.values():
+        layer.build(u.shape)
+        layer.kernel.assign(kernel)
+
+    def loss(k, coupling=None):
+        if coupling is None:
+            return np.sum(routing_reference(u, k, 3, 3)[0] * weights)
+        u_hat = np.einsum("bid,idjk->bijk", u, k.reshape(4, 3, 3, 2))
+        return np.sum(squash_reference(np.einsum("bij,bijk->bjk", coupling, u_hat)) * weights)
+
+    coupling = routing_reference(u, kernel, 3, 3)[2]
+    for stop, fixed in ((0, None), (1, coupling)):
+        numeric = np.zeros_like(kernel)
+        for index in np.ndindex(kernel.shape):
+            step = np.zeros_like(kernel)
+            step[index] = 1e-6
+            numeric[index] = (loss(kernel + step, fixed) - loss(kernel - step, fixed)) / 2e-6
+        np.testing.assert_allclose(kernel_gradient(layers[stop], u, weights), numeric, rtol=1e-5, atol=1e-7)
+    assert np.abs(kernel_gradient(layers[0], u, weights) - kernel_gradient(layers[1], u, weights)).max() > 1e-3
 
 
 def test_routing_is_batch_size_agnostic():
@@ -146,8 +182,9 @@ def test_reconstruction_loss_is_weighted_mean_squared_error():
 
 
 def test_layers_round_trip_through_config():
-    layer = RoutingCapsules(capsules=3, dim=2, routings=4, squash_output=False, name="r")
+    layer = RoutingCapsules(capsules=3, dim=2, routings=4, squash_output=False, stop_routing_gradient=False, name="r")
     clone = RoutingCapsules.from_config(layer.get_config())
-    assert (clone.capsules, clone.dim, clone.routings, clone.squash_output) == (3, 2, 4, False)
+    assert (clone.capsules, clone.dim, clone.routings, clone.squash_output, clone.stop_routing_gradient) == (
+        3, 2, 4, False, False)
     primary = PrimaryCapsules.from_config(PrimaryCapsules(5, 4, kernel_size=3, strides=1).get_config())
     assert (primary.channels, primary.dim, primary.kernel_size, primary.strides) == (5, 4, 3, 1)
