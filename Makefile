@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 NP ?= 2
 
-.PHONY: setup demo demo-full demo-horovod test bench clean
+.PHONY: setup demo demo-full demo-horovod test bench bench-fashion clean
 
 setup:
 	TFNHR_VENV=$(abspath $(VENV)) ./scripts/setup.sh
@@ -30,6 +30,17 @@ bench: setup
 	mkdir -p build/bench
 	taskset -c 0 $(PY) benchmarks/mdlstm_speed.py --threads 1 --tuned-env --out build/bench/mdlstm_speed.json
 	taskset -c 0 $(PY) benchmarks/packing_vs_padding.py --threads 1 --out build/bench/packing_vs_padding.json
+	taskset -c 0 $(PY) benchmarks/mlcn_vs_capsnet.py --threads 1 --out build/bench/mlcn_vs_capsnet.json
+	taskset -c 0 $(PY) benchmarks/placement.py --threads 1 --out build/bench/placement.json
+
+# Fashion-MNIST accuracy of MLCN vs CapsNet at equal training time (about 35 min; the data comes
+# from Debian's dataset-fashion-mnist, installed here when missing and running as root).
+bench-fashion: setup
+	mkdir -p build/bench
+	test -d /usr/share/datasets/fashion-mnist || [ "$$(id -u)" != 0 ] || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist
+	taskset -c 0 $(PY) benchmarks/fashion_mnist_accuracy.py --threads 1 --minutes 10 \
+		--out build/bench/fashion_mnist_accuracy.json
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis

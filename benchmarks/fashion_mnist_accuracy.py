@@ -16,7 +16,11 @@ import json
 import time
 from pathlib import Path
 
-import keras
+from capsnet.environment import prefer_onednn
+
+ONEDNN = prefer_onednn()  # before keras imports TensorFlow
+
+import keras  # noqa: E402
 
 MODELS = {"mlcn_2x4": ["4x1"] * 2, "mlcn_8x4": ["4x1"] * 8, "capsnet": None}
 
@@ -105,7 +109,8 @@ def main(argv=None) -> dict:
         for name, figures in results.items():
             figures["accuracy_minus_capsnet"] = figures["test_accuracy"] - results["capsnet"]["test_accuracy"]
             figures["steps_ratio_vs_capsnet"] = figures["steps"] / max(results["capsnet"]["steps"], 1)
-    report = {"minutes_per_model": args.minutes, "batch": args.batch, "train_examples": len(data.x_train),
+    report = {"onednn": ONEDNN, "minutes_per_model": args.minutes, "batch": args.batch,
+              "train_examples": len(data.x_train),
               "test_examples": len(data.x_test), "models": results}
     print(json.dumps({k: {"test_accuracy": v["test_accuracy"], "steps": v["steps"]} for k, v in results.items()}))
     if args.out:

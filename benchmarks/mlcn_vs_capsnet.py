@@ -17,6 +17,8 @@ import statistics
 import time
 from pathlib import Path
 
+from capsnet.environment import prefer_onednn
+
 MODELS = {"capsnet": None, "mlcn_2x4": ["4x1"] * 2, "mlcn_8x4": ["4x1"] * 8}
 REFERENCE_SECONDS_PER_STEP = {"capsnet": 2.07, "mlcn_2x4": 0.295, "mlcn_8x4": 1.15}  # public code, batch 100
 
@@ -56,6 +58,7 @@ def seconds_per_step(model, batch: int, steps: int, warmup: int) -> float:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    onednn = prefer_onednn()
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
@@ -76,7 +79,7 @@ def main(argv=None) -> dict:
             if name != "capsnet":
                 figures["speedup_vs_capsnet"] = results["capsnet"]["seconds_per_step"] / figures["seconds_per_step"]
                 print(f"{name}: {figures['speedup_vs_capsnet']:.2f}x faster per step than CapsNet")
-    report = {"batch": args.batch, "threads": args.threads, "steps": args.steps, "models": results}
+    report = {"onednn": onednn, "batch": args.batch, "threads": args.threads, "steps": args.steps, "models": results}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2))

@@ -8,7 +8,8 @@ import TensorFlow (for their choices) but run no op until a command has made its
 * ``capsnet place`` — print the lane -> device placement (and device loads) for a lane spec and device speeds.
 
 Bad input ends with exit status 2 and one line on stderr, ``capsnet COMMAND: error: ...``.
-TensorFlow's INFO logs are off unless ``TF_CPP_MIN_LOG_LEVEL`` is set.
+TensorFlow's INFO logs are off unless ``TF_CPP_MIN_LOG_LEVEL`` is set, and its oneDNN kernels are
+on unless ``TF_ENABLE_ONEDNN_OPTS`` is set (:mod:`capsnet.environment`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+
+from capsnet.environment import prefer_onednn
 
 COMMAND_MODULES: tuple[str, ...] = ("train", "place")
 """Modules of :mod:`capsnet.commands` whose sub-commands ``capsnet`` offers, in help order."""
@@ -42,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``capsnet`` console script; returns the exit status."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # before TensorFlow's first import
+    prefer_onednn()
     args = build_parser().parse_args(argv)
     return args.run(args)
 
