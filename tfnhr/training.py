@@ -7,6 +7,9 @@ Files written to ``out``:
 ``best.keras`` (lowest validation CER; written atomically), ``last.keras`` + ``state.json`` (after
 every epoch, for ``resume``), ``log.csv`` (one row per epoch), ``tensorboard/``, ``charset.json``,
 ``summary.json``.
+
+:class:`TrainingHooks` are the points where a caller changes how :func:`train` runs: the
+defaults are one process; ``horovod_jobs.train`` passes hooks that train on several workers.
 """
 
 from __future__ import annotations
@@ -16,8 +19,17 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tfnhr.charset import Charset
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
+
+    from tfnhr.callbacks import TimeLimit
+    from tfnhr.data.pipeline import TextImageSet
+    from tfnhr.model import Recognizer
 
 RESUME_FILES = ("last.keras", "state.json")
 
@@ -69,18 +81,58 @@ def load_subset(options: TrainOptions, subset: str, limit: int | None):
     return load_set(samples, height=options.height, progress=options.verbose > 0, what=f"{subset} data")
 
 
-def train(options: TrainOptions) -> dict:
+class TrainingHooks:
+    """Where :func:`train` asks its caller; this base class trains in one process (``tfnhr train``).
+
+    ``writes``: whether this process writes the output folder (models, logs, charset, summary).
+    """
+
+    writes = True
+
+    def prepare_model(self, model: Recognizer) -> None:
+        """Called with the compiled model (new or resumed) before training (e.g. to replace its
+        optimizer); nothing by default."""
+
+    def train_data(self, data: TextImageSet, charset: Charset, options: TrainOptions,
+                   first_epoch: int) -> tf.data.Dataset:
+        """The training batches: one pass per epoch, epochs counted from ``first_epoch``."""
+        from tfnhr.data.pipeline import make_dataset
+
+        return make_dataset(data, charset, options.batch_pixels, shuffle=True, seed=options.seed,
+                            first_epoch=first_epoch)
+
+    def validation(self, data: TextImageSet, charset: Charset, options: TrainOptions) -> keras.callbacks.Callback:
+        """The callback that adds ``val_cer``/``val_wer`` (of all of ``data``) to each epoch's logs."""
+        from tfnhr.callbacks import ValidationErrorRates
+        from tfnhr.data.pipeline import make_dataset
+
+        return ValidationErrorRates(make_dataset(data, charset, options.batch_pixels, shuffle=False),
+                                    data.texts, charset)
+
+    def time_limit(self, seconds: float) -> TimeLimit:
+        """The callback that stops training after the epoch that passes ``seconds``."""
+        from tfnhr.callbacks import TimeLimit
+
+        return TimeLimit(seconds)
+
+    def callbacks(self, callbacks: list[keras.callbacks.Callback]) -> list[keras.callbacks.Callback]:
+        """``fit``'s callback list, given :func:`train`'s own (validation first, the time limit last)."""
+        return callbacks
+
+
+def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     """Train (or resume) as ``options`` say; returns the summary (also in ``summary.json``)."""
     import keras
 
-    from tfnhr.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeLimit,
-                                 ValidationErrorRates)
-    from tfnhr.data.pipeline import drop_infeasible, make_dataset
+    from tfnhr.callbacks import BestCheckpoint, LearningRateHalving, ResumeState
+    from tfnhr.data.pipeline import drop_infeasible
     from tfnhr.model import build_recognizer, load_recognizer
 
+    hooks = hooks or TrainingHooks()
     started = time.monotonic()
     out = Path(options.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if hooks.writes:
+        out.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(options.seed)
     train_set = load_subset(options, "train", options.max_train)
     val_set = load_subset(options, "val", options.max_val)
@@ -97,25 +149,24 @@ def train(options: TrainOptions) -> dict:
                                  input_height=options.height)
         model.compile(optimizer=keras.optimizers.Adam(options.learning_rate, global_clipnorm=options.clipnorm))
         best_weights = None
-    charset.save(out / "charset.json")
+    hooks.prepare_model(model)
+    if hooks.writes:
+        charset.save(out / "charset.json")
 
     train_set = drop_infeasible(train_set, charset, model.width_reduction)
     initial_epoch = state["epoch"] if state else 0
-    train_data = make_dataset(train_set, charset, options.batch_pixels, shuffle=True, seed=options.seed,
-                              first_epoch=initial_epoch)
-    val_data = make_dataset(val_set, charset, options.batch_pixels, shuffle=False)
+    train_data = hooks.train_data(train_set, charset, options, initial_epoch)
     halving = LearningRateHalving(options.trigger, initial_state=state and state["halving"],
                                   best_weights=best_weights)
-    time_limit = TimeLimit(float("inf") if options.time_limit is None else 60 * options.time_limit)
-    callbacks = [
-        ValidationErrorRates(val_data, val_set.texts, charset),
-        halving,
+    time_limit = hooks.time_limit(float("inf") if options.time_limit is None else 60 * options.time_limit)
+    writers = [
         BestCheckpoint(out / "best.keras", best_cer=halving.best["val_cer"] if halving.best else float("inf")),
         keras.callbacks.CSVLogger(str(out / "log.csv"), append=state is not None),
         keras.callbacks.TensorBoard(str(out / "tensorboard"), write_graph=False, profile_batch=0),
         ResumeState(out, halving),
-        time_limit,
     ]
+    callbacks = hooks.callbacks([hooks.validation(val_set, charset, options), halving,
+                                 *(writers if hooks.writes else []), time_limit])
     if options.verbose:
         print(f"training {options.preset} recognizer ({model.count_params():,} parameters, "
               f"{len(charset)} characters) on {len(train_set)} {options.kind}, validating on "
@@ -136,7 +187,8 @@ def train(options: TrainOptions) -> dict:
         "seconds": round(time.monotonic() - started, 1),
         "model": str(out / "best.keras"),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    if hooks.writes:
+        (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     if options.verbose:
         print_table(summary)
     return summary

@@ -40,6 +40,13 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "final test accuracy; writes model.keras, placement.json (MLCN with --devices), "
                     "log.csv and summary.json into --out.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_train_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``capsnet train`` (model, lanes, data, training, devices and placement; read
+    by :func:`prepare` and :func:`train`), also offered by ``horovod_jobs/train.py --task mlcn``."""
     parser.add_argument("--model", choices=("capsnet", "mlcn"), default="mlcn",
                         help="capsnet = Sabour et al.'s CapsNet; mlcn = Multi-Lane CapsNet")
     add_lane_arguments(parser)
@@ -76,7 +83,6 @@ def register(commands: argparse._SubParsersAction) -> None:
                            help="device speed factors: auto (capsnet.placement.probe_device_speed when there "
                                 "is more than one device, else equal), equal (all 1.0) or one per device, "
                                 "e.g. 1,3.1")
-    parser.set_defaults(run=run)
 
 
 @dataclasses.dataclass
@@ -140,9 +146,30 @@ def prepare(args: argparse.Namespace) -> Setup:
     return Setup(data, model, devices, main_device, lanes, placement, speeds, costs)
 
 
-def train(args: argparse.Namespace, setup: Setup) -> dict:
+class TrainingHooks:
+    """Where :func:`train` asks its caller; this base class trains in one process (``capsnet train``).
+
+    ``writes``: whether this process writes ``--out`` (model, placement, log, summary).
+    """
+
+    writes = True
+
+    def datasets(self, data: ClassificationData, batch_size: int, seed: int
+                 ) -> tuple[tf.data.Dataset, tf.data.Dataset]:
+        """The training batches (reshuffled every epoch from ``seed``) and the test batches."""
+        return (to_dataset(data.x_train, data.y_train, batch_size, shuffle=True, seed=seed),
+                to_dataset(data.x_test, data.y_test, batch_size))
+
+    def callbacks(self, callbacks: list[keras.callbacks.Callback]) -> list[keras.callbacks.Callback]:
+        """``fit``'s callback list, given :func:`train`'s own."""
+        return callbacks
+
+
+def train(args: argparse.Namespace, setup: Setup, hooks: TrainingHooks | None = None) -> dict:
     """Fit ``setup.model`` on the training split (the test split evaluated after each epoch), write
-    model.keras, placement.json, log.csv and summary.json into ``args.out``; returns the summary."""
+    model.keras, placement.json, log.csv and summary.json into ``args.out`` (if ``hooks.writes``);
+    returns the summary."""
+    hooks = hooks or TrainingHooks()
     data, model = setup.data, setup.model
     if setup.placement:
         print(format_placement_table(setup.lanes, setup.placement, setup.speeds, setup.costs))
@@ -151,26 +178,23 @@ def train(args: argparse.Namespace, setup: Setup) -> dict:
     print(f"{args.model}: {model.count_params():,} parameters, main device: "
           f"{setup.main_device or 'TensorFlow default'}; {data.name}: {len(data.x_train)} training, "
           f"{len(data.x_test)} test examples")
-    args.out.mkdir(parents=True, exist_ok=True)
+    if hooks.writes:
+        args.out.mkdir(parents=True, exist_ok=True)
     timer = EpochTimer()
+    train_data, test_data = hooks.datasets(data, args.batch_size, args.seed)
     history = model.fit(
-        to_dataset(data.x_train, data.y_train, args.batch_size, shuffle=True, seed=args.seed),
-        validation_data=to_dataset(data.x_test, data.y_test, args.batch_size),
+        train_data,
+        validation_data=test_data,
         epochs=args.epochs,
-        shuffle=False,  # to_dataset shuffles (per --seed)
+        shuffle=False,  # the datasets shuffle (per --seed)
         verbose=1 if sys.stdout.isatty() else 2,
-        callbacks=[
+        callbacks=hooks.callbacks([
             keras.callbacks.ProgbarLogger(),  # first, so that Keras's epoch line precedes the timer's
             keras.callbacks.LearningRateScheduler(lambda epoch, _: args.lr * args.lr_decay**epoch),
             timer,
-            keras.callbacks.CSVLogger(str(args.out / "log.csv")),
-        ],
+            *([keras.callbacks.CSVLogger(str(args.out / "log.csv"))] if hooks.writes else []),
+        ]),
     )
-    written = ["model.keras", "log.csv", "summary.json"]
-    model.save(args.out / "model.keras")
-    if setup.placement:
-        (args.out / "placement.json").write_text(placement_to_json(setup.placement) + "\n")
-        written.insert(1, "placement.json")
     summary = {
         "model": args.model,
         "lanes": [str(lane) for lane in setup.lanes] if setup.lanes else None,
@@ -194,10 +218,22 @@ def train(args: argparse.Namespace, setup: Setup) -> dict:
         "test_accuracy": history.history["val_accuracy"][-1],
         "test_loss": history.history["val_loss"][-1],
     }
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(f"wrote {', '.join(written)} in {args.out}")
+    if hooks.writes:
+        write_outputs(args.out, model, setup.placement, summary)
     print(f"test accuracy: {summary['test_accuracy']:.4f}")
     return summary
+
+
+def write_outputs(out: Path, model: CapsuleClassifier, placement: dict[int, str] | None, summary: dict) -> None:
+    """Write model.keras, placement.json (if the lanes were placed), summary.json (log.csv is the
+    CSVLogger's) into ``out`` and say so."""
+    written = ["model.keras", "log.csv", "summary.json"]
+    model.save(out / "model.keras")
+    if placement:
+        (out / "placement.json").write_text(placement_to_json(placement) + "\n")
+        written.insert(1, "placement.json")
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"wrote {', '.join(written)} in {out}")
 
 
 class EpochTimer(keras.callbacks.Callback):

@@ -39,14 +39,21 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``train`` to the ``tfnhr`` sub-commands."""
-    from tfnhr.training import TrainOptions
-
-    defaults = TrainOptions(data=Path("."))
     parser = commands.add_parser(
         "train", help="train a recognizer (CTC, Adam, LR halving on validation CER/WER)",
         description="Train an MDLSTM recognizer with CTC. Writes best.keras, last.keras, log.csv, "
                     "tensorboard/ and summary.json into --out.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_train_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``tfnhr train`` (data, model, training; read by :func:`options_from_args`),
+    also offered by ``horovod_jobs/train.py --task nhr``."""
+    from tfnhr.training import TrainOptions
+
+    defaults = TrainOptions(data=Path("."))
     add_data_arguments(parser)
     parser.add_argument("--out", type=Path, default=defaults.out, help="output folder")
     parser.add_argument("--preset", choices=("small", "large"), default=defaults.preset,
@@ -74,7 +81,6 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="minutes; stop at the end of the epoch that passes it")
     parser.add_argument("--resume", action="store_true", help="continue from --out's last.keras/state.json")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
-    parser.set_defaults(run=run)
 
 
 def options_from_args(args: argparse.Namespace):

@@ -10,14 +10,15 @@
   to the budget in the given order.
 * :func:`make_dataset` yields ``(images, labels)``: images ragged ``[B, (H), (W), 1]`` float32
   ink in [0, 1], labels ragged ``[B, (L)]`` int32 class indices; reshuffled every epoch
-  (deterministically from the seed and the epoch number), with prefetch.
+  (deterministically from the seed and the epoch number), with prefetch;
+  :func:`batched_dataset` does the same for batches that the caller chooses (a worker's share).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -190,20 +191,38 @@ def make_dataset(data: TextImageSet, charset: Charset, batch_pixels: int, shuffl
     examples). Without (evaluation) the data's order is split greedily by
     :func:`pixel_budget_batches`, where an example larger than the budget gets a batch alone.
     """
+    pixels = data.pixels()
+
+    def epoch_batches(epoch: int) -> list[list[int]]:
+        if not shuffle:
+            return pixel_budget_batches(pixels, batch_pixels, np.arange(len(data)))
+        return balanced_batches(pixels, batch_pixels, np.random.default_rng([seed, epoch]).permutation(len(data)))
+
+    return batched_dataset(data, charset, epoch_batches, first_epoch,
+                           steps=epoch_batch_count(pixels, batch_pixels) if shuffle else None)
+
+
+def batched_dataset(data: TextImageSet, charset: Charset, epoch_batches: Callable[[int], list[list[int]]],
+                    first_epoch: int = 0, steps: int | None = None) -> tf.data.Dataset:
+    """``(images, labels)`` batches of ``data`` as ``epoch_batches(e)`` (lists of example indices)
+    groups them in epoch ``e``; each pass over the dataset is one epoch, counted from
+    ``first_epoch``. ``steps``: the batches of every epoch, declared as the cardinality (what
+    Keras needs to run every epoch in full); ``None``: unknown.
+
+    :func:`make_dataset` is this with its own batching; a distributed job passes each worker's
+    share (``horovod_jobs.train``).
+    """
     labels = [charset.encode(text) for text in data.texts]
     charset.warn_unknown("the data set")
-    pixels = data.pixels()
     epoch = [first_epoch]
 
     def batches() -> Iterator[tuple[tf.RaggedTensor, tf.RaggedTensor]]:
-        order = (np.random.default_rng([seed, epoch[0]]).permutation(len(data)) if shuffle
-                 else np.arange(len(data)))
+        chosen = epoch_batches(epoch[0])
         epoch[0] += 1
-        split = balanced_batches if shuffle else pixel_budget_batches
-        for batch in split(pixels, batch_pixels, order):
+        for batch in chosen:
             yield ragged_batch([data.images[i] for i in batch], [labels[i] for i in batch])
 
     dataset = tf.data.Dataset.from_generator(batches, output_signature=(IMAGES_SPEC, LABELS_SPEC))
-    if shuffle:
-        dataset = dataset.apply(tf.data.experimental.assert_cardinality(epoch_batch_count(pixels, batch_pixels)))
+    if steps is not None:
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
     return dataset.prefetch(2)

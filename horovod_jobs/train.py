@@ -1,0 +1,177 @@
+"""``train.py --task nhr|mlcn``: train the recognizer or a CapsNet/MLCN on every worker of a Horovod job.
+
+Launch (details, several hosts, Open MPI and Docker in ``horovod_jobs/README.md``)::
+
+    horovodrun -np 2 -H localhost:2 --gloo python train.py --task nhr --data data/iam --out runs/nhr
+    horovodrun -np 2 -H localhost:2 --gloo python train.py --task mlcn --devices cpu:0,cpu:1 --out runs/mlcn
+    python train.py --task nhr --data data/iam    # one plain process: a world of one
+
+``--task nhr`` takes the options of ``tfnhr train`` and runs :func:`tfnhr.training.train`,
+``--task mlcn`` those of ``capsnet train`` and runs :mod:`capsnet.commands.train` (its lanes
+placed on each worker's own ``--devices``: model parallel inside a worker, data parallel across
+workers), both with the hooks of :mod:`horovod_jobs.train_hooks`. The options below add how the
+workers synchronise. Every rank checks first that all ranks parsed the same options (and, once
+loaded, hold the same data), so a mismatch fails at once on every rank; only rank 0 prints and
+writes ``--out``. Exit status 2 with a one-line reason per rank for bad options or data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # at run time imported late: they load TensorFlow
+    import keras
+
+    from horovod_jobs.distributed import Workers
+    from horovod_jobs.train_hooks import SyncOptions
+
+TASKS = ("nhr", "mlcn")
+SYNC_MODES = ("gradients", "average")  # horovod_jobs.distributed.SYNC_MODES (which loads TensorFlow)
+DEFAULT_AVERAGE_EVERY = 16
+
+
+def _task_parser(required: bool, **kwargs) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="train.py", **kwargs)
+    parser.add_argument("--task", choices=TASKS, required=required,
+                        help="nhr: the MDLSTM recognizer (the options of `tfnhr train`); mlcn: CapsNet or "
+                             "MLCN (the options of `capsnet train`); with --help, shows that task's options")
+    return parser
+
+
+def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the workers keep in step (read by :func:`sync_options`)."""
+    group = parser.add_argument_group("distribution")
+    group.add_argument("--sync", choices=SYNC_MODES, default="gradients",
+                       help="gradients: average the gradients every step (synchronous data parallelism); "
+                            "average: local steps, parameters averaged every --average-every steps and "
+                            "at each epoch end (model averaging)")
+    group.add_argument("--average-every", type=int, default=DEFAULT_AVERAGE_EVERY,
+                       help="--sync average: optimizer steps between parameter averagings")
+    group.add_argument("--scale-lr", action="store_true",
+                       help="multiply the learning rate by the number of workers (the global batch grows "
+                            "with them; meant for --sync gradients)")
+    group.add_argument("--warmup-steps", type=int, default=0,
+                       help="with --scale-lr: raise the learning rate linearly from the unscaled one over "
+                            "the first N steps of the run")
+    group.add_argument("--watchdog", type=float, default=1800.0, metavar="SECONDS",
+                       help="seconds without a finished batch after which a worker exits (a stuck peer); "
+                            "must exceed the first step and the epoch-end validation; 0: off")
+
+
+def build_parser(task: str | None) -> argparse.ArgumentParser:
+    """The parser of ``train.py --task TASK`` (``None``: only the common options)."""
+    parser = _task_parser(True, description="Train the recognizer (--task nhr) or a CapsNet/MLCN (--task mlcn) "
+                                            "on every worker of a Horovod job, or in one plain process.",
+                          epilog="Launch: horovodrun -np 2 -H localhost:2 --gloo python train.py --task nhr "
+                                 "--data DIR ... (see horovod_jobs/README.md)",
+                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_distributed_arguments(parser)
+    if task == "nhr":
+        from tfnhr.commands.train import add_train_arguments
+
+        add_train_arguments(parser)
+    elif task == "mlcn":
+        from capsnet.commands.train import add_train_arguments
+
+        add_train_arguments(parser)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """``--task`` first (it selects the other options), then everything."""
+    task = _task_parser(False, add_help=False).parse_known_args(argv)[0].task
+    parser = build_parser(task)
+    args = parser.parse_args(argv)
+    if args.average_every < 1 or args.warmup_steps < 0 or args.watchdog < 0:
+        parser.error("--average-every must be >= 1, --warmup-steps and --watchdog >= 0")
+    if args.warmup_steps and not args.scale_lr:
+        parser.error("--warmup-steps warms up to the scaled learning rate: add --scale-lr")
+    return args
+
+
+def job_config(args: argparse.Namespace) -> dict:
+    """The parsed options that every rank must share (for ``check_same_config``)."""
+    return {name: value for name, value in vars(args).items() if not callable(value)}
+
+
+def sync_options(args: argparse.Namespace) -> SyncOptions:
+    """:class:`~horovod_jobs.train_hooks.SyncOptions` of the parsed options."""
+    from horovod_jobs.train_hooks import SyncOptions
+
+    return SyncOptions(args.sync, args.average_every, args.warmup_steps, args.watchdog)
+
+
+def resume_view(out: Path) -> dict:
+    """What this rank finds to resume from in ``out``: which files, and the saved state. Every rank
+    loads them, so ``--out`` must be shared (or copied to every host); otherwise the ranks would
+    start from different epochs."""
+    from tfnhr.training import RESUME_FILES
+
+    state = out / "state.json"
+    return {"files": [name for name in (*RESUME_FILES, "best.keras") if (out / name).is_file()],
+            "state": state.read_text() if state.is_file() else None}
+
+
+def run_nhr(args: argparse.Namespace, workers: Workers, callbacks: Sequence[keras.callbacks.Callback] = ()) -> dict:
+    """``tfnhr train`` on every worker, ``callbacks`` added to ``fit``'s; returns the summary."""
+    import dataclasses
+
+    from horovod_jobs.distributed import check_same_config, scale_learning_rate
+    from horovod_jobs.train_hooks import RecognizerHooks
+    from tfnhr.commands.train import options_from_args
+    from tfnhr.training import train
+
+    check_same_config({**job_config(args), "resume": resume_view(args.out) if args.resume else None},
+                      what="training options")
+    options = options_from_args(args)
+    if args.scale_lr:
+        options = dataclasses.replace(options, learning_rate=scale_learning_rate(options.learning_rate, workers.size))
+    return train(options, RecognizerHooks(workers, sync_options(args), callbacks))
+
+
+def run_mlcn(args: argparse.Namespace, workers: Workers, callbacks: Sequence[keras.callbacks.Callback] = ()) -> dict:
+    """``capsnet train`` on every worker, ``callbacks`` added to ``fit``'s; returns the summary."""
+    from capsnet.commands.train import prepare, train
+    from horovod_jobs.distributed import check_same_config, scale_learning_rate
+    from horovod_jobs.train_hooks import ClassifierHooks, data_digest
+
+    config = job_config(args)
+    setup = prepare(args)  # first: it sets TensorFlow's threads and devices, before any op
+    check_same_config({**config, "data": data_digest(setup.data)}, what="training options and data")
+    if args.scale_lr:
+        args.lr = scale_learning_rate(args.lr, workers.size)  # what the epoch schedule starts from
+    hooks = ClassifierHooks(workers, sync_options(args), callbacks)
+    hooks.distribute(setup.model)
+    return train(args, setup, hooks)
+
+
+def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.Callback] = ()) -> int:
+    """Entry point (``python train.py ...``, also under ``horovodrun``); returns the exit status.
+    ``callbacks``: Keras callbacks added last to ``fit``'s (e.g. a benchmark's timer)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # before TensorFlow's first import
+    args = parse_args(argv)
+    if args.task == "mlcn":
+        from capsnet.environment import prefer_onednn
+
+        prefer_onednn()
+    from horovod_jobs.distributed import init_workers
+
+    workers = init_workers()
+    if not workers.is_root:
+        sys.stdout = open(os.devnull, "w")  # only rank 0 prints (open for the rest of the process)
+    try:
+        (run_nhr if args.task == "nhr" else run_mlcn)(args, workers, callbacks)
+    except (FileNotFoundError, ValueError, RuntimeError) as error:
+        message = " ".join(str(error).splitlines())
+        print(f"train.py --task {args.task}: error on rank {workers.rank}: {message}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

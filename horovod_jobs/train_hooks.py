@@ -1,0 +1,244 @@
+"""What ``horovod_jobs/train.py`` changes in the single-process trainings to run on every worker.
+
+``tfnhr.training.train`` and ``capsnet.commands.train.train`` take hooks (their ``TrainingHooks``);
+the ones here make them data parallel over Horovod's ranks (:mod:`horovod_jobs.distributed`):
+
+* the optimizer is wrapped by ``distributed_optimizer`` (gradients averaged, or model averaging
+  every K steps); ``fit`` starts with :class:`~horovod_jobs.distributed.AverageMetrics` (first:
+  every later callback reads averaged logs, so LR halving and the summaries agree on all ranks),
+  ``BroadcastInitialState``, ``AverageModelAtEpochEnd`` (model averaging), an optional
+  :class:`LearningRateWarmUp` and a ``ProgressWatchdog``; only rank 0 writes files.
+* recognizer (``--task nhr``): each epoch each rank trains on its shard of
+  ``shard_by_pixels(pixels, size, seed, epoch)`` (nearly equal pixel totals, every example once),
+  split by ``split_into_batches`` into :func:`steps_per_epoch` batches, the same count on every
+  rank; the validation set is sharded too and the ranks' edit distances and reference lengths
+  are summed (:class:`ShardedErrorRates`), so every rank gets exactly the CER/WER one process
+  scoring the whole set would; the time limit is agreed (:class:`AgreedTimeLimit`).
+* CapsNet/MLCN (``--task mlcn``): each epoch each rank trains on its own slice of a fresh
+  permutation of the training set (:func:`worker_batches`, equal slices so equal step counts)
+  and evaluates its slice of the test set; ``AverageMetrics`` averages the test accuracy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from collections.abc import Sequence
+
+import horovod.tensorflow as hvd
+import keras
+import numpy as np
+import tensorflow as tf
+
+from capsnet.commands import train as capsnet_train
+from capsnet.data import ClassificationData, to_dataset
+from horovod_jobs.distributed import (AverageMetrics, AverageModelAtEpochEnd, BroadcastInitialState,
+                                      ProgressWatchdog, Workers, check_same_config, distributed_optimizer)
+from horovod_jobs.sharding import shard_by_pixels, split_into_batches
+from tfnhr import training as tfnhr_training
+from tfnhr.callbacks import TimeLimit, ValidationErrorRates, transcribe
+from tfnhr.charset import Charset
+from tfnhr.data.pipeline import TextImageSet, batched_dataset, make_dataset
+from tfnhr.metrics import edit_distance, normalize_text
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncOptions:
+    """How the workers keep in step: ``sync`` and ``average_every`` as in
+    :func:`~horovod_jobs.distributed.distributed_optimizer`; ``warmup_steps`` (0: none) batches of
+    :class:`LearningRateWarmUp` from ``1 / size`` of the learning rate; ``watchdog_seconds`` (0:
+    none) for :class:`~horovod_jobs.distributed.ProgressWatchdog`."""
+
+    sync: str
+    average_every: int
+    warmup_steps: int
+    watchdog_seconds: float
+
+
+class LearningRateWarmUp(keras.callbacks.Callback):
+    """For the first ``steps`` training batches of ``fit``, scale the optimizer's learning rate by
+    a factor rising linearly from ``start`` (first batch) to 1 (batch ``steps + 1`` on): the
+    warm-up towards a learning rate scaled by the world size (``start = 1 / size``).
+
+    Between epochs the optimizer holds the unscaled rate (restored at each epoch end, before any
+    later callback reads it): epoch schedules (``LearningRateScheduler``) and
+    ``LearningRateHalving`` set or halve that rate as without warm-up, and logs and checkpoints
+    show it. (Keras' own warm-up, a ``LearningRateSchedule`` such as
+    :func:`~horovod_jobs.distributed.scale_learning_rate` returns, cannot be halved or set by
+    those callbacks: Keras raises ``TypeError``.)
+    """
+
+    def __init__(self, steps: int, start: float) -> None:
+        super().__init__()
+        if steps < 1 or not 0 < start <= 1:
+            raise ValueError(f"need steps >= 1 and 0 < start <= 1, got {steps} and {start}")
+        self.steps, self.start = steps, start
+        self.batches = 0  # warm-up batches begun
+        self.rate: float | None = None  # the unscaled rate, while an epoch warms up
+
+    def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        if self.batches > self.steps:
+            return
+        optimizer = self.model.optimizer
+        if self.rate is None:
+            self.rate = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+        optimizer.learning_rate = self.rate * (self.start + (1 - self.start) * min(self.batches / self.steps, 1.0))
+        self.batches += 1
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if self.rate is not None:
+            self.model.optimizer.learning_rate = self.rate
+            self.rate = None
+
+
+class AgreedTimeLimit(TimeLimit):
+    """A :class:`~tfnhr.callbacks.TimeLimit` decided together: after every epoch, training stops
+    on all ranks if any rank's clock passed the limit (one allreduce of the flag), so no rank
+    goes on alone into a step that the others never join."""
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        super().on_epoch_end(epoch, logs)
+        if math.isinf(self.seconds):  # no limit (the same on every rank)
+            return
+        passed = hvd.allreduce(tf.constant(int(self.stopped_early), tf.int32), op=hvd.Max,
+                               name="horovod_jobs.time_limit")
+        if int(passed):
+            self.model.stop_training = self.stopped_early = True
+
+
+def error_counts(reference: str, hypothesis: str) -> list[int]:
+    """``[character errors, reference characters, word errors, reference words]`` of one line,
+    normalised as :func:`tfnhr.metrics.error_rate` does (CER = summed errors / summed lengths)."""
+    reference, hypothesis = normalize_text(reference), normalize_text(hypothesis)
+    return [edit_distance(reference, hypothesis), len(reference),
+            edit_distance(reference.split(), hypothesis.split()), len(reference.split())]
+
+
+class ShardedErrorRates(ValidationErrorRates):
+    """:class:`~tfnhr.callbacks.ValidationErrorRates` over this rank's shard of the validation
+    set: the ranks' error and length counts are summed (one allreduce), so ``val_cer`` and
+    ``val_wer`` are those of the whole set, identical on every rank."""
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        hypotheses = transcribe(self.model, self.dataset, self.charset)
+        counts = np.sum([error_counts(r, h) for r, h in zip(self.references, hypotheses)], axis=0)
+        totals = hvd.allreduce(tf.constant(counts, tf.float64), op=hvd.Sum, name="horovod_jobs.val_errors").numpy()
+        if logs is not None:
+            logs["val_cer"], logs["val_wer"] = float(totals[0] / totals[1]), float(totals[2] / totals[3])
+
+
+def steps_per_epoch(pixels: Sequence[int], budget: int, size: int) -> int:
+    """Batches of at most ``budget`` pixels per worker and epoch, the same for every worker and
+    epoch: ``ceil((total / size + largest) / (budget - largest))``.
+
+    ``shard_by_pixels`` keeps every shard within ``total / size + largest`` pixels (its max - min
+    bound), and ``split_into_batches`` makes batches of at most ``shard / n + largest`` pixels,
+    so each batch stays within the budget. Raises ``ValueError`` unless the budget holds two of
+    the largest example (as ``tfnhr train`` requires)."""
+    largest, total = int(max(pixels)), int(sum(pixels))
+    if budget < 2 * largest:
+        raise ValueError(f"the pixel budget {budget} must hold two of the largest example ({largest} "
+                         "pixels): raise --batch-pixels or scale the images down (--height)")
+    return -(-(total + size * largest) // (size * (budget - largest)))
+
+
+def worker_batches(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, workers: Workers) -> tf.data.Dataset:
+    """This worker's ``(images, labels)`` batches: epoch ``e`` permutes all examples by
+    ``(seed, e)`` and gives worker ``r`` positions ``[r·n, (r+1)·n)``, ``n = len(x) // size``
+    (disjoint slices of equal length, so every worker takes ``ceil(n / batch_size)`` steps; the
+    ``len(x) % size`` examples left over differ from epoch to epoch)."""
+    share = len(x) // workers.size
+    if share == 0:
+        raise ValueError(f"{len(x)} training examples cannot feed {workers.size} workers")
+    epoch = [0]
+
+    def batches():
+        order = np.random.default_rng([seed, epoch[0]]).permutation(len(x))[workers.rank * share:][:share]
+        epoch[0] += 1
+        for start in range(0, share, batch_size):
+            chosen = order[start:start + batch_size]
+            yield x[chosen], y[chosen]
+
+    dataset = tf.data.Dataset.from_generator(batches, output_signature=(
+        tf.TensorSpec((None, *x.shape[1:]), tf.float32), tf.TensorSpec((None,), tf.int32)))
+    return dataset.apply(tf.data.experimental.assert_cardinality(-(-share // batch_size))).prefetch(tf.data.AUTOTUNE)
+
+
+def data_digest(data: ClassificationData) -> str:
+    """sha256 of a classification data set's arrays, to compare the ranks' copies."""
+    digest = hashlib.sha256()
+    for array in (data.x_train, data.y_train, data.x_test, data.y_test):
+        digest.update(str(array.shape).encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+class WorkerHooks:
+    """What both tasks share: rank 0 writes; the optimizer and callbacks that synchronise;
+    ``extra`` callbacks (e.g. a benchmark's timer) go last."""
+
+    def __init__(self, workers: Workers, options: SyncOptions,
+                 extra: Sequence[keras.callbacks.Callback] = ()) -> None:
+        self.workers, self.options, self.extra = workers, options, list(extra)
+
+    @property
+    def writes(self) -> bool:
+        return self.workers.is_root
+
+    def distribute(self, model: keras.Model) -> None:
+        """Recompile ``model`` with its optimizer (and its state, if built) made distributed; no
+        XLA (Horovod's ops are not XLA ops)."""
+        optimizer = distributed_optimizer(model.optimizer, self.options.sync, self.options.average_every)
+        model.compile(optimizer=optimizer, jit_compile=False)
+
+    def callbacks(self, callbacks: list[keras.callbacks.Callback]) -> list[keras.callbacks.Callback]:
+        first = [AverageMetrics(), BroadcastInitialState()]
+        if self.options.sync == "average":
+            first.append(AverageModelAtEpochEnd())
+        if self.options.warmup_steps:
+            first.append(LearningRateWarmUp(self.options.warmup_steps, 1 / self.workers.size))
+        if self.options.watchdog_seconds:
+            first.append(ProgressWatchdog(self.options.watchdog_seconds))
+        return [*first, *callbacks, *self.extra]
+
+
+class RecognizerHooks(WorkerHooks, tfnhr_training.TrainingHooks):
+    """``tfnhr.training.train`` on every worker (see the module docstring)."""
+
+    def prepare_model(self, model: keras.Model) -> None:
+        self.distribute(model)
+
+    def train_data(self, data: TextImageSet, charset: Charset, options: tfnhr_training.TrainOptions,
+                   first_epoch: int) -> tf.data.Dataset:
+        pixels = data.pixels()
+        check_same_config({"ids": data.ids, "texts": data.texts, "pixels": pixels.tolist()}, what="training data")
+        steps = steps_per_epoch(pixels, options.batch_pixels, self.workers.size)
+        rank, size = self.workers.rank, self.workers.size
+
+        def epoch_batches(epoch: int) -> list[list[int]]:
+            return split_into_batches(pixels, shard_by_pixels(pixels, size, options.seed, epoch)[rank], steps)
+
+        epoch_batches(first_epoch)  # a shard too small for the steps fails here, not inside fit
+        return batched_dataset(data, charset, epoch_batches, first_epoch, steps)
+
+    def validation(self, data: TextImageSet, charset: Charset,
+                   options: tfnhr_training.TrainOptions) -> keras.callbacks.Callback:
+        shard = data.subset(shard_by_pixels(data.pixels(), self.workers.size, options.seed, 0)[self.workers.rank])
+        return ShardedErrorRates(make_dataset(shard, charset, options.batch_pixels, shuffle=False),
+                                 shard.texts, charset)
+
+    def time_limit(self, seconds: float) -> TimeLimit:
+        return AgreedTimeLimit(seconds)
+
+
+class ClassifierHooks(WorkerHooks, capsnet_train.TrainingHooks):
+    """``capsnet.commands.train.train`` on every worker (see the module docstring)."""
+
+    def datasets(self, data: ClassificationData, batch_size: int, seed: int
+                 ) -> tuple[tf.data.Dataset, tf.data.Dataset]:
+        test = np.array_split(np.arange(len(data.x_test)), self.workers.size)[self.workers.rank]
+        if not len(test):
+            raise ValueError(f"{len(data.x_test)} test examples cannot be shared by {self.workers.size} workers")
+        return (worker_batches(data.x_train, data.y_train, batch_size, seed, self.workers),
+                to_dataset(data.x_test[test], data.y_test[test], batch_size))
