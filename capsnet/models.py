@@ -24,7 +24,8 @@ import keras
 import tensorflow as tf
 
 from capsnet.capsules import CapsuleLength, CapsuleMask, PrimaryCapsules, RoutingCapsules, one_hot_labels, squash
-from capsnet.lanes import Lane, as_lane
+from capsnet.devices import resolve_devices
+from capsnet.lanes import as_lane
 from capsnet.losses import RECONSTRUCTION_WEIGHT, margin_loss, reconstruction_loss
 
 # A placement given to load_model() replaces the saved one while the model is rebuilt.
@@ -58,7 +59,7 @@ class CapsuleClassifier(keras.Model):
         self.n_class, self.routings = int(n_class), int(routings)
         self.decoder_units = tuple(int(n) for n in decoder_units)
         self.reconstruction_weight = float(reconstruction_weight)
-        self.main_device = _checked_device(main_device) if main_device else None
+        self.main_device = resolve_devices([main_device])[0] if main_device else None
         self.length = CapsuleLength(name="length")
         self.mask = CapsuleMask(name="mask")
         self.decoder = keras.Sequential(
@@ -271,12 +272,6 @@ def load_model(path, placement: Mapping[int, str] | Sequence[str] | None = None,
         _placement_override.reset(token)
 
 
-def _checked_device(name: str) -> str:
-    from capsnet.devices import resolve_devices
-
-    return resolve_devices([name])[0]
-
-
 def _checked_placement(placement, n_lanes: int) -> dict[int, str] | None:
     """``None`` or one existing device per lane -> ``{lane: canonical device}``; anything else raises."""
     if placement is None:
@@ -290,8 +285,6 @@ def _checked_placement(placement, n_lanes: int) -> dict[int, str] | None:
         devices = list(placement)
         if len(devices) != n_lanes:
             raise ValueError(f"placement has {len(devices)} devices for {n_lanes} lanes")
-    from capsnet.devices import resolve_devices
-
     distinct = list(dict.fromkeys(devices))
     canonical = dict(zip(distinct, resolve_devices(distinct)))
     return {lane: canonical[device] for lane, device in enumerate(devices)}
