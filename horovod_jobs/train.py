@@ -126,9 +126,9 @@ def run_nhr(args: argparse.Namespace, workers: Workers, callbacks: Sequence[kera
     from tfnhr.commands.train import options_from_args
     from tfnhr.training import train
 
-    check_same_config({**job_config(args), "resume": resume_view(args.out) if args.resume else None},
-                      what="training options")
     options = options_from_args(args)
+    check_same_config({**job_config(args), "network": options.network,
+                       "resume": resume_view(args.out) if args.resume else None}, what="training options")
     if args.scale_lr:
         options = dataclasses.replace(options, learning_rate=scale_learning_rate(options.learning_rate, workers.size))
     return train(options, RecognizerHooks(workers, sync_options(args), callbacks))

@@ -18,7 +18,7 @@ import numpy as np
 from tfnhr.charset import Charset
 from tfnhr.metrics import error_rate
 
-TRIGGERS = ("either", "both", "cer", "wer")
+TRIGGERS = ("either", "both", "cer", "wer", "never")
 
 
 def transcribe(model: keras.Model, dataset, charset: Charset) -> list[str]:
@@ -70,7 +70,8 @@ class LearningRateHalving(keras.callbacks.Callback):
 
     Args:
       trigger: ``"either"`` (CER or WER worse than the best epoch's, the default), ``"both"``
-        (both worse), ``"cer"`` or ``"wer"`` alone. The best epoch is the one with the lowest
+        (both worse), ``"cer"`` or ``"wer"`` alone, ``"never"`` (a constant rate; the best
+        epoch is still tracked for the checkpoint). The best epoch is the one with the lowest
         (CER, WER), compared in that order; an epoch that becomes the new best never halves
         (e.g. a lower CER with a higher WER: training goes on from it).
       min_learning_rate: stop training once a halving would go below this.
@@ -100,7 +101,7 @@ class LearningRateHalving(keras.callbacks.Callback):
     def _worse(self, cer: float, wer: float) -> bool:
         cer_worse, wer_worse = cer > self.best["val_cer"], wer > self.best["val_wer"]
         return {"either": cer_worse or wer_worse, "both": cer_worse and wer_worse,
-                "cer": cer_worse, "wer": wer_worse}[self.trigger]
+                "cer": cer_worse, "wer": wer_worse, "never": False}[self.trigger]
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         logs = logs if logs is not None else {}

@@ -1,0 +1,112 @@
+"""What every tfnhr recognizer shares: a Keras model from images to CTC column scores.
+
+:class:`CtcModel` is the base of the hand-built :class:`~tfnhr.model.Recognizer` and of
+networks described in a config file (:class:`~tfnhr.network.ConfigNetwork`). A subclass
+provides :meth:`CtcModel.forward`, the named outputs of its layers in execution order (the last
+one is the model's output), and :attr:`CtcModel.width_reduction`; the base class adds the CTC
+loss, ``model.fit``'s ``train_step``/``test_step``, :meth:`CtcModel.layer_outputs` (what
+``tfnhr dump`` writes) and the saved charset and input height, so training, evaluation,
+recognition and the service treat both kinds alike.
+
+Shapes: images ragged ``[B, (H), (W), 1]`` float32 ink in [0, 1] -> column scores ragged
+``[B, (T), K]`` unnormalised logits (``K = charset.num_classes``, class 0 = CTC blank); labels
+ragged ``[B, (L)]`` int32 class indices 1..K-1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import keras
+import tensorflow as tf
+
+from tfnhr.charset import BLANK_INDEX, Charset
+
+
+class CtcModel(keras.Model):
+    """A recognizer trained with CTC; see the module docstring.
+
+    Args:
+      charset: the :class:`~tfnhr.charset.Charset` (or its ``to_config()`` dict); saved with
+        the model, so a loaded model decodes without extra files.
+      input_height: the height (px) images were scaled to in training, or ``None`` (kept their
+        size). Not applied by ``call``; the data pipeline, ``tfnhr evaluate``/``recognize``/
+        ``serve`` scale images to it, so a saved model carries its preprocessing.
+    """
+
+    def __init__(self, charset: Charset | dict, input_height: int | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if input_height is not None and input_height < 1:
+            raise ValueError(f"input_height must be positive or None, got {input_height!r}")
+        self.input_height = input_height
+        self.charset = charset if isinstance(charset, Charset) else Charset.from_config(charset)
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+
+    @property
+    def width_reduction(self) -> int:
+        """Input columns per output column."""
+        raise NotImplementedError
+
+    @property
+    def layer_names(self) -> list[str]:
+        """The names :meth:`forward` yields, in execution order (the last is the output)."""
+        raise NotImplementedError
+
+    def forward(self, images, training: bool = False) -> Iterator[tuple[str, tf.RaggedTensor]]:
+        """``(name, output)`` of every layer in execution order; outputs are ragged
+        ``[B, (H'), (W'), C]`` (image layers) or ``[B, (T), C]`` (sequence layers)."""
+        raise NotImplementedError
+
+    def build(self, input_shape=None) -> None:
+        """Create the weights by running a tiny ragged image through the network (no XLA compile)."""
+        if not self.built:
+            side = self.width_reduction
+            self.call(tf.RaggedTensor.from_tensor(tf.zeros([1, side, side, 1]), ragged_rank=2))
+            self.built = True
+
+    def call(self, images, training: bool = False):
+        """``[B, (H), (W), 1]`` images -> ``[B, (T), K]`` column scores (ragged in, ragged out)."""
+        for _, output in self.forward(images, training=training):
+            pass
+        return output
+
+    def layer_outputs(self, images, names: Sequence[str], training: bool = False) -> dict[str, tf.RaggedTensor]:
+        """The outputs of the layers ``names`` (see :attr:`layer_names`) for ``images``; runs the
+        network only as far as the last of them. ``ValueError`` names unknown layers."""
+        unknown = [name for name in names if name not in self.layer_names]
+        if unknown:
+            raise ValueError(f"unknown layer(s) {unknown}; this model has {self.layer_names}")
+        wanted, outputs = set(names), {}
+        for name, output in self.forward(images, training=training):
+            if name in wanted:
+                outputs[name] = output
+                if len(outputs) == len(wanted):
+                    break
+        return {name: outputs[name] for name in names}
+
+    def ctc_loss(self, labels: tf.RaggedTensor, column_scores: tf.RaggedTensor) -> tf.Tensor:
+        """Mean CTC loss per example; ``labels`` ragged ``[B, (L)]`` in 1..K-1, scores ragged ``[B, (T), K]``."""
+        return tf.reduce_mean(keras.ops.ctc_loss(
+            labels.to_tensor(), column_scores.to_tensor(), labels.row_lengths(),
+            column_scores.row_lengths(), mask_index=BLANK_INDEX))
+
+    def train_step(self, data):
+        images, labels = data
+        with tf.GradientTape() as tape:
+            loss = self.ctc_loss(labels, self(images, training=True))
+        variables = self.trainable_variables
+        self.optimizer.apply(tape.gradient(loss, variables), variables)
+        self.loss_tracker.update_state(loss)
+        return {"loss": self.loss_tracker.result()}
+
+    def test_step(self, data):
+        images, labels = data
+        self.loss_tracker.update_state(self.ctc_loss(labels, self(images, training=False)))
+        return {"loss": self.loss_tracker.result()}
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker]
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "charset": self.charset.to_config(), "input_height": self.input_height}

@@ -1,0 +1,146 @@
+"""Config files (JSON or YAML): a ``network`` plus the training parameters, in one file (seed §3.1).
+
+Layout::
+
+    {
+      "network": {"mdlstm1": {"class": "mdlstm2d", "n_out": 2}, ...,
+                  "output": {"class": "ctc", "from": ["mdlstm3"], "directions": 4}},
+      "learning_rate": 0.005, "optimizer": "adam", "gradient_clip": 10.0,
+      "batch_pixels": 200000, "schedule": "halve_on_either", "epochs": 80, "height": null, "seed": 0
+    }
+
+Only ``network`` is required. :data:`TRAINING_KEYS` lists the training parameters, with what each
+may hold; any other key is an error (a typo must not be ignored). ``optimizer`` is a name
+(``adam``, ``sgd``, ``rmsprop``, ``nadam``, ``adagrad``, ``adadelta``) or a mapping with
+``class`` and that Keras optimizer's arguments (e.g. ``{"class": "sgd", "momentum": 0.9,
+"nesterov": true}``). ``schedule`` is ``halve_on_either|both|cer|wer`` (the seed's learning rate
+halving on the validation CER/WER) or ``constant``.
+
+The shipped files (:func:`shipped_configs`: ``small``, ``large`` = the seed's two recognizer
+sizes, ``blstm`` = RETURNN's Fig. 1 bidirectional LSTM over the collapsed image) can be named
+without a path: ``tfnhr train --config small``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tfnhr.network.plan import NetworkConfigError, plan_network
+
+SHIPPED = Path(__file__).parent / "configs"
+
+OPTIMIZERS = ("adam", "sgd", "rmsprop", "nadam", "adagrad", "adadelta")
+SCHEDULES = {"halve_on_either": "either", "halve_on_both": "both", "halve_on_cer": "cer",
+             "halve_on_wer": "wer", "constant": "never"}
+"""Schedule names -> the :class:`~tfnhr.callbacks.LearningRateHalving` trigger."""
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _optimizer(value) -> bool:
+    name = value.get("class") if isinstance(value, dict) else value
+    return isinstance(name, str) and name.lower() in OPTIMIZERS
+
+
+TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "learning_rate": (_number, "a positive number"),
+    "optimizer": (_optimizer, f"one of {', '.join(OPTIMIZERS)} or a mapping with such a 'class'"),
+    "gradient_clip": (lambda v: v is None or _number(v), "a positive number (global norm) or null"),
+    "batch_pixels": (_count, "a positive integer (pixels per batch)"),
+    "schedule": (lambda v: v in SCHEDULES, f"one of {', '.join(SCHEDULES)}"),
+    "epochs": (_count, "a positive integer"),
+    "height": (lambda v: v is None or _count(v), "a positive integer (pixels) or null"),
+    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a non-negative integer"),
+}
+"""Training parameters a config file may set: key -> (check, what it must be)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """A loaded config file: its ``network`` mapping, the ``training`` parameters it sets (a
+    subset of :data:`TRAINING_KEYS`) and its ``source`` path."""
+
+    network: dict
+    training: dict
+    source: Path
+
+
+def shipped_configs() -> list[str]:
+    """Names of the config files that come with tfnhr (``small``, ``large``, ...)."""
+    return sorted(path.stem for path in SHIPPED.glob("*.json"))
+
+
+def resolve_config_path(name_or_path: str | Path) -> Path:
+    """A shipped config's name (``"small"``) or a path -> the file's path."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    if path.suffix == "" and (SHIPPED / f"{path}.json").is_file():
+        return SHIPPED / f"{path}.json"
+    raise FileNotFoundError(f"{name_or_path}: no such config file (shipped configs: {', '.join(shipped_configs())})")
+
+
+def load_config(name_or_path: str | Path) -> NetworkConfig:
+    """Read and check a config file (``.json``, or ``.yaml``/``.yml``); see the module docstring.
+
+    Raises ``FileNotFoundError`` and :class:`~tfnhr.network.plan.NetworkConfigError` (a
+    ``ValueError``) naming the file, and the line for syntax errors."""
+    path = resolve_config_path(name_or_path)
+    content = _parse(path)
+    if not isinstance(content, dict) or "network" not in content:
+        raise NetworkConfigError(f"{path}: expected a mapping with a 'network' entry")
+    training = {key: value for key, value in content.items() if key != "network"}
+    for key, value in training.items():
+        if key not in TRAINING_KEYS:
+            raise NetworkConfigError(f"{path}: unknown setting {key!r} (known: network, {', '.join(TRAINING_KEYS)})")
+        check, expect = TRAINING_KEYS[key]
+        if not check(value):
+            raise NetworkConfigError(f"{path}: {key!r} must be {expect}, got {value!r}")
+    try:
+        plan_network(content["network"])
+    except NetworkConfigError as error:
+        raise NetworkConfigError(f"{path}: {error}") from None
+    return NetworkConfig(content["network"], training, path)
+
+
+def _parse(path: Path):
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise NetworkConfigError(f"{path}:{where} not valid YAML: {getattr(error, 'problem', error)}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise NetworkConfigError(f"{path}: line {error.lineno}, column {error.colno}: not valid JSON: {error.msg}") from None
+
+
+def make_optimizer(spec: str | dict, learning_rate: float, clipnorm: float | None):
+    """The Keras optimizer a config's ``optimizer`` names, with ``learning_rate`` and global-norm
+    clipping ``clipnorm`` (``None``: none)."""
+    import keras
+
+    options = dict(spec) if isinstance(spec, dict) else {"class": spec}
+    name = options.pop("class").lower()
+    classes = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD, "rmsprop": keras.optimizers.RMSprop,
+               "nadam": keras.optimizers.Nadam, "adagrad": keras.optimizers.Adagrad,
+               "adadelta": keras.optimizers.Adadelta}
+    try:
+        return classes[name](learning_rate=learning_rate, global_clipnorm=clipnorm, **options)
+    except (TypeError, ValueError) as error:
+        raise NetworkConfigError(f"optimizer {name!r}: {error}") from None
