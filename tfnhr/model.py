@@ -159,7 +159,7 @@ def load_recognizer(path) -> CtcModel:
     recognizer."""
     from pathlib import Path
 
-    import tfnhr.network  # noqa: F401  (registers ConfigNetwork and its layers)
+    import tfnhr.network.model  # noqa: F401  (registers ConfigNetwork and its layers)
 
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no such model file")

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from tfnhr.callbacks import TimeLimit
     from tfnhr.data.pipeline import TextImageSet
-    from tfnhr.model import Recognizer
+    from tfnhr.ctc_model import CtcModel
 
 RESUME_FILES = ("last.keras", "state.json")
 
@@ -41,7 +41,10 @@ class TrainOptions:
     ``height``: scale every image to this many rows (``None``: keep sizes). ``batch_pixels``:
     pixel budget of one batch (after scaling). ``time_limit``: minutes after which training
     stops at the end of the running epoch (``None``: no limit). ``max_train``/``max_val``: use
-    only the first N samples of each subset.
+    only the first N samples of each subset. ``network``: a config file's network description
+    (:mod:`tfnhr.network`), built instead of the preset recognizer; ``network_source`` names its
+    file. ``optimizer``: a name or mapping as in config files
+    (:func:`tfnhr.network.make_optimizer`); ``clipnorm``: global gradient-norm clip (``None``: none).
     """
 
     data: Path
@@ -59,7 +62,8 @@ class TrainOptions:
     batch_pixels: int = 200_000
     epochs: int = 80
     learning_rate: float = 0.005
-    clipnorm: float = 10.0
+    optimizer: str | dict = "adam"
+    clipnorm: float | None = 10.0
     trigger: str = "either"
     seed: int = 0
     max_train: int | None = None
@@ -67,18 +71,18 @@ class TrainOptions:
     time_limit: float | None = None
     resume: bool = False
     verbose: int = 1
+    network: dict | None = None
+    network_source: str | None = None
 
 
 def load_subset(options: TrainOptions, subset: str, limit: int | None):
-    """The ``subset`` ("train"/"val"/"test") of the options' data, images in memory."""
-    from tfnhr.data.iam import load_samples
-    from tfnhr.data.pipeline import load_set
+    """The ``subset`` ("train"/"val"/"test") of the options' data (IAM folder or HDF5 file),
+    images in memory."""
+    from tfnhr.data.sources import load_data_subset
 
-    samples = load_samples(options.data, kind=options.kind, subset=subset, split=options.split,
-                           keep_err=options.keep_err)[:limit]
-    if not samples:
-        raise ValueError(f"{options.data}: the {subset} subset is empty (split {options.split!r})")
-    return load_set(samples, height=options.height, progress=options.verbose > 0, what=f"{subset} data")
+    return load_data_subset(options.data, subset, kind=options.kind, split=options.split,
+                            keep_err=options.keep_err, height=options.height, limit=limit,
+                            progress=options.verbose > 0)
 
 
 class TrainingHooks:
@@ -89,7 +93,7 @@ class TrainingHooks:
 
     writes = True
 
-    def prepare_model(self, model: Recognizer) -> None:
+    def prepare_model(self, model: CtcModel) -> None:
         """Called with the compiled model (new or resumed) before training (e.g. to replace its
         optimizer); nothing by default."""
 
@@ -127,6 +131,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     from tfnhr.callbacks import BestCheckpoint, LearningRateHalving, ResumeState
     from tfnhr.data.pipeline import drop_infeasible
     from tfnhr.model import build_recognizer, load_recognizer
+    from tfnhr.network import build_config_network, make_optimizer
 
     hooks = hooks or TrainingHooks()
     started = time.monotonic()
@@ -144,10 +149,13 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         charset = model.charset
     else:
         charset = Charset.from_texts(train_set.texts)
-        model = build_recognizer(charset, options.mdlstm_units, options.conv_filters, options.block,
-                                 options.dropout, options.cell, preset=options.preset,
-                                 input_height=options.height)
-        model.compile(optimizer=keras.optimizers.Adam(options.learning_rate, global_clipnorm=options.clipnorm))
+        if options.network is not None:
+            model = build_config_network(options.network, charset, input_height=options.height)
+        else:
+            model = build_recognizer(charset, options.mdlstm_units, options.conv_filters, options.block,
+                                     options.dropout, options.cell, preset=options.preset,
+                                     input_height=options.height)
+        model.compile(optimizer=make_optimizer(options.optimizer, options.learning_rate, options.clipnorm))
         best_weights = None
     hooks.prepare_model(model)
     if hooks.writes:
@@ -168,7 +176,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     callbacks = hooks.callbacks([hooks.validation(val_set, charset, options), halving,
                                  *(writers if hooks.writes else []), time_limit])
     if options.verbose:
-        print(f"training {options.preset} recognizer ({model.count_params():,} parameters, "
+        print(f"training {options.network_source or options.preset} recognizer ({model.count_params():,} parameters, "
               f"{len(charset)} characters) on {len(train_set)} {options.kind}, validating on "
               f"{len(val_set)}; epochs {initial_epoch + 1}..{options.epochs}", flush=True)
     history = model.fit(train_data, epochs=options.epochs, initial_epoch=initial_epoch, shuffle=False,

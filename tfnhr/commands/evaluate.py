@@ -57,16 +57,14 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate and print the table; returns the exit status."""
-    from tfnhr.data.iam import load_samples
-    from tfnhr.data.pipeline import load_set
+    from tfnhr.data.sources import load_data_subset
     from tfnhr.evaluation import column_scores, evaluate, format_table
     from tfnhr.model import load_recognizer
 
     try:
         model = load_recognizer(args.model)
-        samples = load_samples(args.data, kind=args.kind, subset=args.subset, split=args.split,
-                               keep_err=args.keep_err)[:args.max]
-        data = load_set(samples, what=f"{args.subset} data")
+        data = load_data_subset(args.data, args.subset, kind=args.kind, split=args.split,
+                                keep_err=args.keep_err, limit=args.max)
         names = args.decoders or (["greedy", "beam+lm"] if args.lm else ["greedy"])
         decoders = {name: make_decoder(name, args, model.charset) for name in names}
     except (FileNotFoundError, ValueError) as error:

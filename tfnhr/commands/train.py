@@ -29,7 +29,9 @@ def int_list(text: str) -> tuple[int, ...]:
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     """Options that select data in IAM layout (shared by train and evaluate)."""
     parser.add_argument("--data", type=Path, required=True,
-                        help="folder in IAM layout (ascii/, lines/ or words/, split files)")
+                        help="folder in IAM layout (ascii/, lines/ or words/, split files), or an "
+                             ".h5/.hdf5 file from tfnhr convert (--kind, --split and --keep-err were "
+                             "fixed when it was converted)")
     parser.add_argument("--kind", choices=("lines", "words"), default="lines", help="line or word images")
     parser.add_argument("--split", default="official",
                         help="'official' (largeWriterIndependentTextLineRecognitionTask/) or a folder "
@@ -48,33 +50,60 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_filters", "block": "block",
+               "dropout": "dropout", "cell": "cell", "height": "height", "batch_pixels": "batch_pixels",
+               "epochs": "epochs", "lr": "learning_rate", "optimizer": "optimizer", "clipnorm": "clipnorm",
+               "halve_on": "trigger", "seed": "seed"}
+"""Options whose flags are only set when given (so a config file can supply them) -> the
+:class:`~tfnhr.training.TrainOptions` field."""
+
+MODEL_FLAGS = ("preset", "units", "filters", "block", "dropout", "cell")
+"""Flags that describe the hand-built recognizer; a ``--config`` file describes the network instead."""
+
+CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gradient_clip": "clipnorm",
+                 "batch_pixels": "batch_pixels", "schedule": "trigger", "epochs": "epochs", "height": "height",
+                 "seed": "seed"}
+"""Training keys of a config file -> the :class:`~tfnhr.training.TrainOptions` field."""
+
+
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``tfnhr train`` (data, model, training; read by :func:`options_from_args`),
-    also offered by ``horovod_jobs/train.py --task nhr``."""
+    also offered by ``horovod_jobs/train.py --task nhr``. The options in :data:`FLAG_FIELDS`
+    stay unset unless given: their defaults come from ``--config`` or :class:`~tfnhr.training.TrainOptions`."""
+    from tfnhr.network.config_file import OPTIMIZERS, shipped_configs
     from tfnhr.training import TrainOptions
 
     defaults = TrainOptions(data=Path("."))
+    unset = argparse.SUPPRESS
     add_data_arguments(parser)
     parser.add_argument("--out", type=Path, default=defaults.out, help="output folder")
-    parser.add_argument("--preset", choices=("small", "large"), default=defaults.preset,
-                        help="model size: small = MDLSTM (2, 10, 50), large = (4, 20, 100)")
-    parser.add_argument("--units", type=int_list, default=None, help="MDLSTM units per level (overrides --preset)")
-    parser.add_argument("--filters", type=int_list, default=None, help="block-conv filters (overrides --preset)")
-    parser.add_argument("--block", type=size_pair, nargs="+", default=[(2, 4)],
-                        help="block-conv kernel=stride HxW: one for both convolutions, or one each")
-    parser.add_argument("--dropout", type=float, default=defaults.dropout, help="dropout on MDLSTM outputs")
-    parser.add_argument("--cell", choices=("leaky_lp", "leaky_lp_new_state", "lstm"), default=defaults.cell,
-                        help="MDLSTM cell")
-    parser.add_argument("--height", type=int, default=None, help="scale images to this height (px)")
-    parser.add_argument("--batch-pixels", type=int, default=defaults.batch_pixels,
-                        help="pixel budget of one batch (after scaling)")
-    parser.add_argument("--epochs", type=int, default=defaults.epochs, help="maximum epochs")
-    parser.add_argument("--lr", type=float, default=defaults.learning_rate, help="Adam learning rate")
-    parser.add_argument("--clipnorm", type=float, default=defaults.clipnorm, help="gradient-norm clipping")
-    parser.add_argument("--halve-on", choices=("either", "both", "cer", "wer"), default=defaults.trigger,
-                        help="halve the LR (reset Adam, restore the best weights) when the validation "
-                             "CER/WER get worse than the best epoch's: either of them, both, or one")
-    parser.add_argument("--seed", type=int, default=defaults.seed, help="weights and shuffling seed")
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="a JSON/YAML file describing the network and training parameters, or a shipped "
+                             f"config ({', '.join(shipped_configs())}); flags given here override its "
+                             "training parameters")
+    parser.add_argument("--preset", choices=("small", "large"), default=unset,
+                        help="model size: small = MDLSTM (2, 10, 50) (default), large = (4, 20, 100)")
+    parser.add_argument("--units", type=int_list, default=unset, help="MDLSTM units per level (overrides --preset)")
+    parser.add_argument("--filters", type=int_list, default=unset, help="block-conv filters (overrides --preset)")
+    parser.add_argument("--block", type=size_pair, nargs="+", default=unset,
+                        help="block-conv kernel=stride HxW: one for both convolutions, or one each (default 2x4)")
+    parser.add_argument("--dropout", type=float, default=unset,
+                        help=f"dropout on MDLSTM outputs (default {defaults.dropout})")
+    parser.add_argument("--cell", choices=("leaky_lp", "leaky_lp_new_state", "lstm"), default=unset,
+                        help=f"MDLSTM cell (default {defaults.cell})")
+    parser.add_argument("--height", type=int, default=unset, help="scale images to this height (px; default: keep)")
+    parser.add_argument("--batch-pixels", type=int, default=unset,
+                        help=f"pixel budget of one batch, after scaling (default {defaults.batch_pixels})")
+    parser.add_argument("--epochs", type=int, default=unset, help=f"maximum epochs (default {defaults.epochs})")
+    parser.add_argument("--lr", type=float, default=unset, help=f"learning rate (default {defaults.learning_rate})")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default=unset, help=f"optimizer (default {defaults.optimizer})")
+    parser.add_argument("--clipnorm", type=float, default=unset,
+                        help=f"gradient global-norm clipping (default {defaults.clipnorm})")
+    parser.add_argument("--halve-on", choices=("either", "both", "cer", "wer", "never"), default=unset,
+                        help="halve the LR (reset the optimizer, restore the best weights) when the validation "
+                             "CER/WER get worse than the best epoch's: either of them (default), both, one, "
+                             "or never (constant LR)")
+    parser.add_argument("--seed", type=int, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")
     parser.add_argument("--max-train", type=int, default=None, help="use only the first N training samples")
     parser.add_argument("--max-val", type=int, default=None, help="use only the first N validation samples")
     parser.add_argument("--time-limit", type=float, default=None,
@@ -84,18 +113,31 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace):
-    """The :class:`~tfnhr.training.TrainOptions` of parsed ``tfnhr train`` arguments."""
+    """The :class:`~tfnhr.training.TrainOptions` of parsed ``tfnhr train`` arguments: defaults,
+    then the ``--config`` file's settings, then the flags given. ``ValueError`` for a bad
+    config file or model flags combined with ``--config``."""
+    from tfnhr.network.config_file import SCHEDULES, load_config
     from tfnhr.training import TrainOptions
 
-    if len(args.block) > 2:
-        raise ValueError(f"--block takes one or two HxW sizes, got {len(args.block)}")
+    given = {flag: value for flag, value in vars(args).items() if flag in FLAG_FIELDS}
+    values = {}
+    if args.config is not None:
+        model_flags = [flag for flag in MODEL_FLAGS if flag in given]
+        if model_flags:
+            raise ValueError(f"--config describes the network; --{model_flags[0]} cannot be combined with it")
+        config = load_config(args.config)
+        values.update(network=config.network, network_source=str(config.source))
+        values.update({CONFIG_FIELDS[key]: SCHEDULES[value] if key == "schedule" else value
+                       for key, value in config.training.items()})
+    values.update({FLAG_FIELDS[flag]: value for flag, value in given.items()})
+    if "block" in given:
+        if len(given["block"]) > 2:
+            raise ValueError(f"--block takes one or two HxW sizes, got {len(given['block'])}")
+        values["block"] = tuple(given["block"]) * (2 if len(given["block"]) == 1 else 1)
     return TrainOptions(
         data=args.data, out=args.out, kind=args.kind, split=args.split, keep_err=args.keep_err,
-        preset=args.preset, mdlstm_units=args.units, conv_filters=args.filters,
-        block=tuple(args.block) * (2 if len(args.block) == 1 else 1), dropout=args.dropout, cell=args.cell,
-        height=args.height, batch_pixels=args.batch_pixels, epochs=args.epochs, learning_rate=args.lr,
-        clipnorm=args.clipnorm, trigger=args.halve_on, seed=args.seed, max_train=args.max_train,
-        max_val=args.max_val, time_limit=args.time_limit, resume=args.resume, verbose=0 if args.quiet else 1)
+        max_train=args.max_train, max_val=args.max_val, time_limit=args.time_limit, resume=args.resume,
+        verbose=0 if args.quiet else 1, **values)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 
 * :func:`load_set` reads every image once (optionally scaled to a fixed height), keeps it in
   memory as uint8, and skips unreadable images and empty transcriptions, **counting** them in a
-  warning. Training data is small next to memory: IAM's 6161 lines at 64 px height are ~0.35 GB.
+  warning (:func:`read_images` yields them one at a time, for streaming). Training data is
+  small next to memory: IAM's 6161 lines at 64 px height are ~0.35 GB.
 * :func:`balanced_batches` groups a shuffled order into a fixed number of batches whose summed
   pixel counts are nearly equal and within a budget (the seed's batching by size, not by example
   count): big images make small batches, small ones large batches, and the packed canvases stay
@@ -56,14 +57,27 @@ class TextImageSet:
 
 def load_set(samples: Sequence[Sample], height: int | None = None, progress: bool = False,
              what: str = "data") -> TextImageSet:
-    """Read ``samples``' images (scaled to ``height`` rows, aspect kept, if given).
+    """Read ``samples``' images (scaled to ``height`` rows, aspect kept, if given), skipping
+    unusable samples as :func:`read_images` does."""
+    images, texts, ids = [], [], []
+    for sample, gray in read_images(samples, height, progress, what):
+        images.append(gray)
+        texts.append(sample.text)
+        ids.append(sample.id)
+    return TextImageSet(images, texts, ids)
+
+
+def read_images(samples: Sequence[Sample], height: int | None = None, progress: bool = False,
+                what: str = "data") -> Iterator[tuple[Sample, np.ndarray]]:
+    """``(sample, gray)`` for each usable sample in order, gray uint8 ``[H, W]`` (scaled to
+    ``height`` rows, aspect kept, if given), one image in memory at a time.
 
     Unreadable images and empty transcriptions are skipped and counted in one warning naming
-    the first few; ``ValueError`` if nothing is left.
+    the first few; ``ValueError`` at the end if nothing was usable.
     """
     import keras
 
-    images, texts, ids, unreadable, empty = [], [], [], [], []
+    usable, unreadable, empty = 0, [], []
     bar = keras.utils.Progbar(len(samples), unit_name="image") if progress else None
     for number, sample in enumerate(samples, start=1):
         if not sample.text.strip():
@@ -74,18 +88,16 @@ def load_set(samples: Sequence[Sample], height: int | None = None, progress: boo
             except ImageReadError as error:
                 unreadable.append(str(error))
             else:
-                images.append(scale_to_height(gray, height))
-                texts.append(sample.text)
-                ids.append(sample.id)
+                usable += 1
+                yield sample, scale_to_height(gray, height)
         if bar is not None and (number % 200 == 0 or number == len(samples)):
             bar.update(number)
     if unreadable or empty:
         warnings.warn(f"{what}: skipped {len(unreadable) + len(empty)} of {len(samples)} samples: "
                       f"{len(unreadable)} unreadable images {unreadable[:3]}, "
-                      f"{len(empty)} empty transcriptions {empty[:3]}", stacklevel=2)
-    if not images:
+                      f"{len(empty)} empty transcriptions {empty[:3]}", stacklevel=3)
+    if not usable:
         raise ValueError(f"{what}: no usable samples (of {len(samples)})")
-    return TextImageSet(images, texts, ids)
 
 
 def ctc_frames_needed(label: Sequence[int]) -> int:

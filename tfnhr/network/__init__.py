@@ -1,10 +1,28 @@
 """Networks described in config files (RETURNN-style, seed §3.1): :func:`load_config` reads a
 JSON/YAML file, :func:`plan_network` checks and orders its ``network``, :class:`ConfigNetwork`
-is the Keras model built from it."""
+is the Keras model built from it.
 
-from tfnhr.network.config_file import NetworkConfig, load_config, make_optimizer, shipped_configs
-from tfnhr.network.model import ConfigNetwork, build_config_network
-from tfnhr.network.plan import NetworkConfigError, plan_network
+The names are imported on first use, so that reading this package's config helpers (what
+``tfnhr --help`` does) does not start TensorFlow.
+"""
 
-__all__ = ["ConfigNetwork", "NetworkConfig", "NetworkConfigError", "build_config_network", "load_config",
-           "make_optimizer", "plan_network", "shipped_configs"]
+import importlib
+
+_EXPORTS = {
+    "ConfigNetwork": "tfnhr.network.model",
+    "build_config_network": "tfnhr.network.model",
+    "NetworkConfig": "tfnhr.network.config_file",
+    "load_config": "tfnhr.network.config_file",
+    "make_optimizer": "tfnhr.network.config_file",
+    "shipped_configs": "tfnhr.network.config_file",
+    "NetworkConfigError": "tfnhr.network.errors",
+    "plan_network": "tfnhr.network.plan",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

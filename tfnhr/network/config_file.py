@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tfnhr.network.plan import NetworkConfigError, plan_network
+from tfnhr.network.errors import NetworkConfigError
 
 SHIPPED = Path(__file__).parent / "configs"
 
@@ -95,6 +95,8 @@ def load_config(name_or_path: str | Path) -> NetworkConfig:
 
     Raises ``FileNotFoundError`` and :class:`~tfnhr.network.plan.NetworkConfigError` (a
     ``ValueError``) naming the file, and the line for syntax errors."""
+    from tfnhr.network.plan import plan_network
+
     path = resolve_config_path(name_or_path)
     content = _parse(path)
     if not isinstance(content, dict) or "network" not in content:

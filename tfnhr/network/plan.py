@@ -21,15 +21,12 @@ import re
 from collections.abc import Mapping
 
 from tfnhr.network.classes import IMAGE, LAYER_CLASSES, REQUIRED
+from tfnhr.network.errors import NetworkConfigError
 
 INPUT = "data"
 """The name of the input image in ``from`` lists."""
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-
-
-class NetworkConfigError(ValueError):
-    """A network description that cannot be built; the message names the layer and the problem."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,102 @@
+"""Where text images come from: a folder in IAM layout (IAM itself or ``tfnhr synth``) or an
+HDF5 file of :mod:`tfnhr.data.hdf5`, and converting the one into the other.
+
+Both load into the same :class:`~tfnhr.data.pipeline.TextImageSet`; a path ending in ``.h5`` or
+``.hdf5`` is read as HDF5, anything else as an IAM folder.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tfnhr.data.pipeline import TextImageSet
+    from tfnhr.data.samples import Sample
+
+HDF5_SUFFIXES = (".h5", ".hdf5")
+SOURCES = ("iam", "synthetic")
+"""What ``tfnhr convert --from`` accepts: both are folders in IAM layout; ``synthetic`` is one
+written by ``tfnhr synth`` (its generator parameters are recorded too)."""
+COMPRESSIONS = ("none", "gzip")
+"""Pixel compressions ``tfnhr convert`` offers (see :class:`tfnhr.data.hdf5.TextImageWriter`)."""
+
+
+def is_hdf5(path: str | Path) -> bool:
+    """Whether ``path`` names an HDF5 file (by its suffix)."""
+    return Path(path).suffix.lower() in HDF5_SUFFIXES
+
+
+def load_data_subset(data: str | Path, subset: str, kind: str = "lines", split: str = "official",
+                     keep_err: bool = False, height: int | None = None, limit: int | None = None,
+                     progress: bool = False) -> TextImageSet:
+    """The first ``limit`` (``None``: all) examples of ``subset`` ("train"/"val"/"test") of
+    ``data``, images uint8 ``[H, W]`` in memory, scaled to ``height`` rows if given.
+
+    ``data``: an HDF5 file (``.h5``/``.hdf5``; ``kind``, ``split`` and ``keep_err`` were fixed
+    when it was converted and are ignored) or a folder in IAM layout (unusable samples skipped
+    with counted warnings). Raises ``FileNotFoundError`` or ``ValueError`` (also for an empty
+    subset).
+    """
+    from tfnhr.data.hdf5 import load_hdf5_set
+    from tfnhr.data.pipeline import load_set
+
+    if is_hdf5(data):
+        return load_hdf5_set(data, subset, height=height, limit=limit, progress=progress)
+    samples = folder_samples(data, subset, kind, split, keep_err)[:limit]
+    return load_set(samples, height=height, progress=progress, what=f"{subset} data")
+
+
+def folder_samples(folder: str | Path, subset: str, kind: str, split: str, keep_err: bool) -> list[Sample]:
+    """The samples of ``subset`` of an IAM-layout folder (see :func:`tfnhr.data.iam.load_samples`);
+    ``ValueError`` if there are none."""
+    from tfnhr.data.iam import load_samples
+
+    samples = load_samples(folder, kind=kind, subset=subset, split=split, keep_err=keep_err)
+    if not samples:
+        raise ValueError(f"{folder}: the {subset} subset is empty (split {split!r})")
+    return samples
+
+
+def convert_to_hdf5(folder: str | Path, out: str | Path, source: str = "iam",
+                    subsets: Sequence[str] = ("train", "val", "test"), kind: str = "lines",
+                    split: str = "official", keep_err: bool = False, height: int | None = None,
+                    compression: str = "none", progress: bool = False) -> dict:
+    """Write ``subsets`` of the IAM-layout ``folder`` to the HDF5 file ``out``, one image in
+    memory at a time (scaled to ``height`` rows if given); unusable samples are skipped as
+    :func:`load_data_subset` skips them.
+
+    ``source``: one of :data:`SOURCES`, recorded with the options as JSON in the file's
+    ``source`` attribute (``synthetic`` requires ``tfnhr synth``'s ``synthetic.json`` in
+    ``folder`` and adds its content). Returns ``{"out", "subsets": {name: {"examples", "pixels"}},
+    "pixels", "bytes", "seconds"}``. The file appears only when complete.
+    """
+    from tfnhr.data import synthetic
+    from tfnhr.data.hdf5 import TextImageWriter
+    from tfnhr.data.pipeline import read_images
+
+    started = time.monotonic()
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    if not is_hdf5(out):
+        raise ValueError(f"{out}: the output file name must end in {' or '.join(HDF5_SUFFIXES)}")
+    record = {"from": source, "folder": str(Path(folder).resolve()), "kind": kind, "split": split,
+              "keep_err": keep_err, "height": height}
+    if source == "synthetic":
+        marker = Path(folder, synthetic.MARKER)
+        if not marker.is_file():
+            raise FileNotFoundError(f"{folder} is not a tfnhr synth folder (no {synthetic.MARKER}); "
+                                    "use --from iam for other folders in IAM layout")
+        record["synthetic"] = json.loads(marker.read_text())
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with TextImageWriter(out, json.dumps(record), compression=compression) as writer:
+        for subset in subsets:
+            samples = folder_samples(folder, subset, kind, split, keep_err)
+            for sample, gray in read_images(samples, height, progress, what=f"{subset} data"):
+                writer.add(subset, sample.id, sample.text, gray)
+        written = writer.close()
+    return {"out": str(out), "subsets": written, "pixels": sum(s["pixels"] for s in written.values()),
+            "bytes": Path(out).stat().st_size, "seconds": round(time.monotonic() - started, 2)}
