@@ -37,7 +37,7 @@ def run_info(_: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND_MODULES: tuple[str, ...] = ("train", "evaluate", "recognize", "synth", "lm")
+COMMAND_MODULES: tuple[str, ...] = ("train", "evaluate", "recognize", "synth", "lm", "convert", "dump", "serve")
 """Modules of :mod:`tfnhr.commands` whose sub-commands ``tfnhr`` offers, in help order."""
 
 

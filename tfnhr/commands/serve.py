@@ -1,0 +1,90 @@
+"""``tfnhr serve``: an HTTP recognition service that batches concurrent requests into one model call."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add ``serve`` to the ``tfnhr`` sub-commands."""
+    from tfnhr.commands.evaluate import DECODERS, add_decoder_arguments
+    from tfnhr.service.http import Limits
+
+    parser = commands.add_parser(
+        "serve", help="serve POST /recognize and GET /health over HTTP", description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8080, help="port to listen on (0: any free port)")
+    parser.add_argument("--batch-pixels", type=int, default=400_000,
+                        help="pixel budget of one model call (images scaled to the model's height)")
+    parser.add_argument("--max-wait-ms", type=float, default=10.0,
+                        help="how long the worker waits for more images after the first of a batch "
+                             "(0: only images already queued join)")
+    parser.add_argument("--max-body-bytes", type=int, default=Limits.max_body_bytes,
+                        help="larger request bodies are refused with 413 unread")
+    parser.add_argument("--max-height", type=int, default=Limits.max_height,
+                        help="taller images are refused with 413 before decoding (pixels)")
+    parser.add_argument("--max-width", type=int, default=Limits.max_width,
+                        help="wider images are refused with 413 before decoding (pixels)")
+    parser.add_argument("--access-log", type=Path, default=None, help="append access-log lines here, not to stderr")
+    add_decoder_arguments(parser)
+    parser.add_argument("--decoder", choices=DECODERS, default=None,
+                        help="default: beam+lm with --lm, else greedy")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGINT/SIGTERM, then finish the requests in flight and return 0; 2 if the
+    model, the decoder or the address cannot be set up."""
+    import numpy as np
+    from PIL import Image
+
+    from tfnhr.commands.evaluate import make_decoder
+    from tfnhr.data.images import scale_to_height
+    from tfnhr.evaluation import column_scores, confidence
+    from tfnhr.model import load_recognizer
+    from tfnhr.service.batcher import Batcher
+    from tfnhr.service.http import Limits, Recognition, RecognitionServer
+
+    try:
+        if min(args.batch_pixels, args.max_body_bytes, args.max_height, args.max_width) < 1 or args.max_wait_ms < 0:
+            raise ValueError("--batch-pixels and the --max-* limits must be positive, --max-wait-ms not negative")
+        model = load_recognizer(args.model)
+        decode = make_decoder(args.decoder or ("beam+lm" if args.lm else "greedy"), args, model.charset)
+        access_log = open(args.access_log, "a", encoding="utf-8") if args.access_log else sys.stderr
+    except (OSError, ValueError) as error:
+        print(f"tfnhr serve: error: {error}", file=sys.stderr)
+        return 2
+    # Image headers are checked against the limits before decoding; this is PIL's own backstop.
+    Image.MAX_IMAGE_PIXELS = args.max_height * args.max_width
+
+    def recognize(grays: list[np.ndarray]) -> list[Recognition]:
+        scores = column_scores(model, grays, args.batch_pixels)
+        return list(zip(decode(scores), map(confidence, scores)))
+
+    recognize([np.full((model.input_height or 32, 64), 255, np.uint8)])  # build/trace before the first request
+    batcher = Batcher(recognize, size=np.size, budget=args.batch_pixels, max_wait_s=args.max_wait_ms / 1000,
+                      name="recognizer")
+    try:
+        server = RecognitionServer(
+            (args.host, args.port), batcher, lambda gray: scale_to_height(gray, model.input_height),
+            model_name=str(args.model), charset_size=len(model.charset),
+            limits=Limits(args.max_body_bytes, args.max_height, args.max_width), access_log=access_log)
+    except OSError as error:
+        batcher.close()
+        print(f"tfnhr serve: error: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: stop.set())
+    print(f"serving {args.model} on {server.url} (batching: up to {args.batch_pixels} px per model call, "
+          f"waiting up to {args.max_wait_ms:g} ms for more images)", flush=True)
+    server.serve_until(stop)
+    if access_log is not sys.stderr:
+        access_log.close()
+    return 0
