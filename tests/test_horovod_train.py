@@ -34,7 +34,7 @@ from horovod_jobs.train_hooks import LearningRateWarmUp, error_counts, steps_per
 from tests.conftest import REPO
 from tfnhr.cli import main as tfnhr_main
 from tfnhr.metrics import error_rate
-from tfnhr.model import load_recognizer
+from tfnhr.model import build_recognizer, load_recognizer
 
 TINY_NHR = ["--units", "2,6,16", "--filters", "4,8", "--block", "2x2", "--height", "24"]
 TINY_MLCN = ["--model", "mlcn", "--lanes", "2", "--width", "1", "--depth", "1", "--dataset", "synthetic",
@@ -70,9 +70,26 @@ def output_tail(result: subprocess.CompletedProcess) -> str:
     return result.stdout[-3000:] + result.stderr[-3000:]
 
 
+TINY_NHR_CONFIG = """
+network:
+  mdlstm1: {class: mdlstm2d, n_out: 2}
+  block_conv1: {class: block_conv, from: mdlstm1, n_out: 4, block: [2, 2]}
+  mdlstm2: {class: mdlstm2d, from: block_conv1, n_out: 6}
+  block_conv2: {class: block_conv, from: mdlstm2, n_out: 8, block: [2, 2]}
+  mdlstm3: {class: mdlstm2d, from: block_conv2, n_out: 16}
+  output: {class: ctc, from: mdlstm3, directions: 4}
+height: 24
+batch_pixels: 40000
+"""
+"""TINY_NHR as a config file (what the two-worker run trains, from an HDF5 copy of the data)."""
+
+
 def test_nhr_trains_on_two_workers_and_only_rank_0_writes(horovodrun, synth, tmp_path):
-    result, _ = launch(horovodrun, tmp_path, ["--task", "nhr", "--data", str(synth), "--out", "out", "--epochs", "2",
-                                              "--batch-pixels", "40000", *TINY_NHR])
+    (tmp_path / "tiny.yaml").write_text(TINY_NHR_CONFIG)
+    assert tfnhr_main(["convert", "--from", "synthetic", str(synth), "--out", str(tmp_path / "data.h5"),
+                       "--subsets", "train", "val", "--quiet"]) == 0
+    result, _ = launch(horovodrun, tmp_path, ["--task", "nhr", "--data", str(tmp_path / "data.h5"), "--out", "out",
+                                              "--epochs", "2", "--config", str(tmp_path / "tiny.yaml")])
     assert result.returncode == 0, output_tail(result)
     out = tmp_path / "rank0" / "out"
     assert {path.name for path in out.iterdir()} == NHR_FILES
@@ -84,7 +101,9 @@ def test_nhr_trains_on_two_workers_and_only_rank_0_writes(horovodrun, synth, tmp
     assert summary["epochs_run"] == 2 and summary["train_examples"] == 24 and summary["val_examples"] == 6
     assert summary["best_val_cer"] == pytest.approx(min(float(row["val_cer"]) for row in rows))
     model = load_recognizer(out / "best.keras")
-    assert model.mdlstm_units == (2, 6, 16) and model.input_height == 24
+    assert model.layer_names[:5] == ["mdlstm1", "block_conv1", "mdlstm2", "block_conv2", "mdlstm3"]
+    assert model.count_params() == build_recognizer(model.charset, (2, 6, 16), (4, 8), (2, 2)).count_params()
+    assert model.input_height == 24
     assert type(load_recognizer(out / "last.keras").optimizer).__name__ == "Adam"  # saved as the plain optimizer
 
 
