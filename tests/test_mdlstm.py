@@ -359,6 +359,20 @@ def test_packed_examples_are_isolated():
             assert same == (k != victim), f"example {k} after perturbing {victim}"
 
 
+def test_gradients_flow_through_dense_conversion_of_packed_output():
+    """``to_tensor()`` of the ragged output (a gather: its gradient is IndexedSlices) gives the
+    same weight gradients as a loss on the flat values, which it only pads with zeros."""
+    _, batch = ragged_batch()
+    layer = make_layer(units=3, directions=2, packing="examples")
+    gradients = []
+    for densify in (lambda out: out.to_tensor(), lambda out: out.flat_values):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(densify(layer(batch)) ** 2)
+        gradients.append(tape.gradient(loss, layer.trainable_weights))
+    for a, b in zip(*gradients):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_ragged_inside_tf_function_and_errors():
     images, batch = ragged_batch(count=4, seed=2)
     layer = make_layer(units=2, directions=2)

@@ -22,6 +22,14 @@ def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
 DECODERS = ("greedy", "beam", "beam+lm")
 
 
+def add_decoder_choice(parser: argparse.ArgumentParser) -> None:
+    """``--decoder`` (one of :data:`DECODERS`; default beam+lm with ``--lm``, else greedy) and
+    the beam/LM options (shared by recognize and serve)."""
+    add_decoder_arguments(parser)
+    parser.add_argument("--decoder", choices=DECODERS, default=None,
+                        help="default: beam+lm with --lm, else greedy")
+
+
 def make_decoder(name: str, args: argparse.Namespace, charset):
     """The decoder ``name`` (one of :data:`DECODERS`) configured by the beam/LM arguments."""
     from tfnhr.decoding import CtcDecoder, greedy_decode_batch

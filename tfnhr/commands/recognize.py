@@ -9,16 +9,14 @@ from pathlib import Path
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``recognize`` to the ``tfnhr`` sub-commands."""
-    from tfnhr.commands.evaluate import DECODERS, add_decoder_arguments
+    from tfnhr.commands.evaluate import add_decoder_choice
 
     parser = commands.add_parser(
         "recognize", help="print the text of images", description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("images", nargs="+", type=Path, metavar="IMAGE", help="text-line or word images")
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
-    add_decoder_arguments(parser)
-    parser.add_argument("--decoder", choices=DECODERS, default=None,
-                        help="default: beam+lm with --lm, else greedy")
+    add_decoder_choice(parser)
     parser.set_defaults(run=run)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``serve`` to the ``tfnhr`` sub-commands."""
-    from tfnhr.commands.evaluate import DECODERS, add_decoder_arguments
+    from tfnhr.commands.evaluate import add_decoder_choice
     from tfnhr.service.http import Limits
 
     parser = commands.add_parser(
@@ -32,9 +32,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-width", type=int, default=Limits.max_width,
                         help="wider images are refused with 413 before decoding (pixels)")
     parser.add_argument("--access-log", type=Path, default=None, help="append access-log lines here, not to stderr")
-    add_decoder_arguments(parser)
-    parser.add_argument("--decoder", choices=DECODERS, default=None,
-                        help="default: beam+lm with --lm, else greedy")
+    add_decoder_choice(parser)
     parser.set_defaults(run=run)
 
 

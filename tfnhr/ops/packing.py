@@ -479,8 +479,9 @@ def _move_pixels(values: tf.Tensor, index: tf.Tensor, adjoint_index: tf.Tensor) 
     """
     padded = tf.concat([values, tf.zeros_like(values[:1])], axis=0)
 
-    def grad(upstream: tf.Tensor) -> tuple[tf.Tensor, None, None]:
-        return _move_pixels(upstream, adjoint_index, index), None, None
+    def grad(upstream: tf.Tensor | tf.IndexedSlices) -> tuple[tf.Tensor, None, None]:
+        # A gather downstream (e.g. ``RaggedTensor.to_tensor``) sends IndexedSlices: make them dense.
+        return _move_pixels(tf.convert_to_tensor(upstream), adjoint_index, index), None, None
 
     return tf.gather(padded, index), grad
 
