@@ -32,6 +32,9 @@ bench: setup
 	taskset -c 0 $(PY) benchmarks/packing_vs_padding.py --threads 1 --out build/bench/packing_vs_padding.json
 	taskset -c 0 $(PY) benchmarks/mlcn_vs_capsnet.py --threads 1 --out build/bench/mlcn_vs_capsnet.json
 	taskset -c 0 $(PY) benchmarks/placement.py --threads 1 --out build/bench/placement.json
+	taskset -c 0 $(PY) benchmarks/lstm_speed.py --threads 1 --out build/bench/lstm_speed.json
+	taskset -c 0 $(PY) benchmarks/hdf5_vs_folder.py --threads 1 --out build/bench/hdf5_vs_folder.json
+	$(PY) benchmarks/service_throughput.py --out build/bench/service_throughput.json
 
 # Fashion-MNIST accuracy of MLCN vs CapsNet at equal training time (about 35 min; the data comes
 # from Debian's dataset-fashion-mnist, installed here when missing and running as root).

@@ -296,7 +296,7 @@ def main(argv=None) -> None:
     peak = matmul_peak_gflops(tf)
     result = {
         "machine": {"processor": platform.processor() or platform.machine(),
-                    "cpu_model": _cpu_model(), "threads": args.threads,
+                    "cpu_model": cpu_model(), "threads": args.threads,
                     "environment": TUNED_ENV if args.tuned_env else "default",
                     "tensorflow": tf.__version__},
         "configs": {},
@@ -321,7 +321,8 @@ def main(argv=None) -> None:
         print(text)
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo ("unknown" elsewhere)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
