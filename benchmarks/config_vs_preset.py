@@ -41,7 +41,7 @@ def main(argv=None) -> dict:
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     from tfnhr.charset import Charset
     from tfnhr.model import build_recognizer
-    from tfnhr.network import build_config_network, load_config
+    from tfnhr.network import build_config_network, copy_recognizer_weights, load_config
 
     rng = np.random.default_rng(0)
     charset = Charset.from_texts(["abcdefghijklmnopqrstuvwxyz "])
@@ -52,10 +52,7 @@ def main(argv=None) -> dict:
                                  for w in widths], dtype=tf.int32)
     preset = build_recognizer(charset, preset="small", block=(2, 4))
     config = build_config_network(load_config("small").network, charset)
-    for layer in preset.layers:
-        if layer.weights:
-            target = config.get_layer("output").dense if layer.name == "scores" else config.get_layer(layer.name)
-            target.set_weights(layer.get_weights())
+    copy_recognizer_weights(preset, config)
     steps = {}
     for name, model in (("preset", preset), ("config", config)):
         model.compile(optimizer=keras.optimizers.Adam(0.005, global_clipnorm=10.0))

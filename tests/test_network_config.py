@@ -19,8 +19,8 @@ from tfnhr.charset import Charset
 from tfnhr.cli import main
 from tfnhr.layers import SameConv2D, SequenceLSTM
 from tfnhr.model import build_recognizer, load_recognizer
-from tfnhr.network import (ConfigNetwork, NetworkConfigError, build_config_network, load_config, plan_network,
-                           shipped_configs)
+from tfnhr.network import (ConfigNetwork, NetworkConfigError, build_config_network, copy_recognizer_weights,
+                           load_config, plan_network, shipped_configs)
 
 CHARSET = Charset.from_texts(["abc de"])
 
@@ -159,14 +159,6 @@ def test_conv_pads_every_example_as_if_it_were_alone():
 
 # ---- shipped configs: the presets ------------------------------------------------------------
 
-def copy_recognizer_weights(recognizer, network_model) -> None:
-    """The Recognizer's weights into the config network (its ``scores`` are the ctc layer's)."""
-    for layer in recognizer.layers:
-        if layer.weights:
-            target = network_model.get_layer("output").dense if layer.name == "scores" else network_model.get_layer(layer.name)
-            target.set_weights(layer.get_weights())
-
-
 @pytest.mark.parametrize("preset", ["small", "large"])
 def test_shipped_preset_configs_describe_the_preset_recognizer(preset):
     config = load_config(preset)
@@ -211,6 +203,8 @@ def test_blstm_config_saves_and_loads(tmp_path):
     assert isinstance(loaded, ConfigNetwork) and loaded.input_height == 24 and loaded.network == config.network
     np.testing.assert_array_equal(loaded(batch).to_tensor().numpy(), model(batch).to_tensor().numpy())
     assert loaded(batch).shape[-1] == CHARSET.num_classes
+    with pytest.raises(ValueError, match="layer 'mdlstm2' has no counterpart .* weight shape"):
+        copy_recognizer_weights(build_recognizer(CHARSET, (2, 3, 4), (3, 5)), model)
 
 
 # ---- config files -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import importlib
 _EXPORTS = {
     "ConfigNetwork": "tfnhr.network.model",
     "build_config_network": "tfnhr.network.model",
+    "copy_recognizer_weights": "tfnhr.network.model",
     "NetworkConfig": "tfnhr.network.config_file",
     "load_config": "tfnhr.network.config_file",
     "make_optimizer": "tfnhr.network.config_file",
