@@ -105,6 +105,17 @@ def test_a_layer_without_from_reads_the_image_and_several_are_concatenated():
     np.testing.assert_allclose(outputs["both"].to_tensor().numpy(), expected.numpy(), atol=1e-6)
 
 
+def test_sequences_concatenate_when_their_widths_agree_whatever_their_heights():
+    network = {"tall": {"class": "block_conv", "n_out": 2, "block": [4, 2]},
+               "flat": {"class": "block_conv", "n_out": 3, "block": [1, 2]},
+               "a": {"class": "collapse", "from": "tall"}, "b": {"class": "collapse", "from": "flat"},
+               "output": {"class": "ctc", "from": ["a", "b"]}}
+    assert plan_network(network).reduction[1] == 2
+    wider = {**network, "flat": {"class": "block_conv", "n_out": 3, "block": [1, 4]}}
+    with pytest.raises(NetworkConfigError, match="'output': its 'from' layers cannot be concatenated"):
+        plan_network(wider)
+
+
 def test_channel_errors_found_when_building_name_the_layer():
     network = {"m": {"class": "mdlstm2d", "n_out": 3, "directions": 1},
                "output": {"class": "ctc", "from": "m", "directions": 2}}

@@ -150,13 +150,14 @@ def _spec(name: str, description: dict) -> LayerSpec:
 
 
 def _input_of(spec: LayerSpec, kinds: dict, reductions: dict) -> tuple[str, tuple[int, int]]:
-    """The kind and resolution of a layer's (concatenated) input; sources must agree on both."""
-    found = {(kinds[s], reductions[s]) for s in spec.sources}
+    """The kind and resolution of a layer's (concatenated) input; sources must agree on both
+    (sequences only on their width: their heights were summed away)."""
+    found = {(kinds[s], reductions[s] if kinds[s] == IMAGE else reductions[s][1]) for s in spec.sources}
     if len(found) > 1:
         described = ", ".join(f"{s!r}: {kinds[s]} at 1/{reductions[s][0]} x 1/{reductions[s][1]}" for s in spec.sources)
         raise NetworkConfigError(f"layer {spec.name!r}: its 'from' layers cannot be concatenated, they differ in "
                                  f"kind or resolution ({described})")
-    return found.pop()
+    return kinds[spec.sources[0]], reductions[spec.sources[0]]
 
 
 def _sources_text(sources: tuple[str, ...]) -> str:
