@@ -60,3 +60,9 @@ def uniform_lanes(count: int, width: int, depth: int) -> list[Lane]:
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"the number of lanes must be a positive int, got {count!r}")
     return [Lane(width, depth)] * count
+
+
+def lane_list(lane_spec: str | None, count: int, width: int, depth: int) -> list[Lane]:
+    """The lanes of a spec such as ``"4x1,2x3"`` (:func:`parse_lanes`), or without one ``count``
+    equal lanes (:func:`uniform_lanes`); ``ValueError`` for a bad spec."""
+    return parse_lanes(lane_spec) if lane_spec is not None else uniform_lanes(count, width, depth)

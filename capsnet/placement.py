@@ -29,6 +29,8 @@ from capsnet.devices import canonical_device, parse_devices, resolve_devices
 from capsnet.lanes import Lane, as_lane
 
 STRATEGIES = ("greedy", "random", "round_robin")
+COST_MODELS = ("model", "measured")
+"""How lane costs are obtained (:func:`lane_costs`)."""
 
 Speeds = Mapping[str, float] | Sequence[float] | None
 
@@ -96,6 +98,30 @@ def measure_lane_costs(
             layer(images)
             costs.append(seconds_per_call(training_step(layer), images, repeats))
     return costs
+
+
+def lane_costs(kind: str, lanes: Sequence[Lane], **measure_options) -> list[float]:
+    """One cost per lane: ``"model"`` -> :func:`lane_cost`; ``"measured"`` -> :func:`measure_lane_costs`
+    ``(lanes, **measure_options)`` (input shape, classes, device, batch size)."""
+    if kind not in COST_MODELS:
+        raise ValueError(f"cost must be one of {', '.join(COST_MODELS)}, got {kind!r}")
+    if kind == "measured":
+        return measure_lane_costs(lanes, **measure_options)
+    return [lane_cost(lane) for lane in lanes]
+
+
+def speed_map(text: str, devices: Sequence[str]) -> dict[str, float]:
+    """``--speeds`` text -> ``{device: speed}``: ``"equal"`` gives 1.0 each, ``"1,3.1"`` one factor
+    per device in order. ``ValueError`` for non-numbers or a count that differs from the devices'."""
+    if text == "equal":
+        return dict.fromkeys(devices, 1.0)
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--speeds: expected comma-separated numbers, one per device, got {text!r}") from None
+    if len(values) != len(devices):
+        raise ValueError(f"--speeds gives {len(values)} speeds for {len(devices)} devices ({', '.join(devices)})")
+    return dict(zip(devices, values))
 
 
 def probe_device_speed(devices: Sequence[str] | str, repeats: int = 5) -> dict[str, float]:

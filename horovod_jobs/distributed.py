@@ -338,7 +338,7 @@ class ProgressWatchdog(keras.callbacks.Callback):
 
 def agreed_batch_count(local_count: int) -> int:
     """The largest ``local_count`` over the ranks: the number of batches every rank makes of its
-    shard (with :func:`horovod_jobs.sharding.split_into_batches`, which raises on a rank with
+    shard (with :func:`tfnhr.data.batches.split_into_batches`, which raises on a rank with
     fewer examples than that) so that all take the same number of synchronous steps, each batch
     within the pixel budget that gave the ranks' counts."""
     return int(hvd.allreduce(tf.constant(local_count, dtype=tf.int64), op=hvd.Max,

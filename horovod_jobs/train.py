@@ -7,7 +7,7 @@ Launch (details, several hosts, Open MPI and Docker in ``horovod_jobs/README.md`
     python train.py --task nhr --data data/iam    # one plain process: a world of one
 
 ``--task nhr`` takes the options of ``tfnhr train`` and runs :func:`tfnhr.training.train`,
-``--task mlcn`` those of ``capsnet train`` and runs :mod:`capsnet.commands.train` (its lanes
+``--task mlcn`` those of ``capsnet train`` and runs :func:`capsnet.training.train` (its lanes
 placed on each worker's own ``--devices``: model parallel inside a worker, data parallel across
 workers), both with the hooks of :mod:`horovod_jobs.train_hooks`. The options below add how the
 workers synchronise. Every rank checks first that all ranks parsed the same options (and, once
@@ -18,11 +18,14 @@ writes ``--out``. Exit status 2 with a one-line reason per rank for bad options 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from tfnhr.choices import SYNC_MODES
 
 if TYPE_CHECKING:  # at run time imported late: they load TensorFlow
     import keras
@@ -31,7 +34,6 @@ if TYPE_CHECKING:  # at run time imported late: they load TensorFlow
     from horovod_jobs.train_hooks import SyncOptions
 
 TASKS = ("nhr", "mlcn")
-SYNC_MODES = ("gradients", "average")  # horovod_jobs.distributed.SYNC_MODES (which loads TensorFlow)
 DEFAULT_AVERAGE_EVERY = 16
 
 
@@ -119,8 +121,6 @@ def resume_view(out: Path) -> dict:
 
 def run_nhr(args: argparse.Namespace, workers: Workers, callbacks: Sequence[keras.callbacks.Callback] = ()) -> dict:
     """``tfnhr train`` on every worker, ``callbacks`` added to ``fit``'s; returns the summary."""
-    import dataclasses
-
     from horovod_jobs.distributed import check_same_config, scale_learning_rate
     from horovod_jobs.train_hooks import RecognizerHooks
     from tfnhr.commands.train import options_from_args
@@ -136,18 +136,19 @@ def run_nhr(args: argparse.Namespace, workers: Workers, callbacks: Sequence[kera
 
 def run_mlcn(args: argparse.Namespace, workers: Workers, callbacks: Sequence[keras.callbacks.Callback] = ()) -> dict:
     """``capsnet train`` on every worker, ``callbacks`` added to ``fit``'s; returns the summary."""
-    from capsnet.commands.train import prepare, train
+    from capsnet.commands.train import config_from_args
+    from capsnet.training import prepare, train
     from horovod_jobs.distributed import check_same_config, scale_learning_rate
     from horovod_jobs.train_hooks import ClassifierHooks, data_digest
 
-    config = job_config(args)
-    setup = prepare(args)  # first: it sets TensorFlow's threads and devices, before any op
-    check_same_config({**config, "data": data_digest(setup.data)}, what="training options and data")
+    config = config_from_args(args)
+    setup = prepare(config)  # first: it sets TensorFlow's threads and devices, before any op
+    check_same_config({**job_config(args), "data": data_digest(setup.data)}, what="training options and data")
     if args.scale_lr:
-        args.lr = scale_learning_rate(args.lr, workers.size)  # what the epoch schedule starts from
+        config = dataclasses.replace(config, lr=scale_learning_rate(config.lr, workers.size))  # the schedule's start
     hooks = ClassifierHooks(workers, sync_options(args), callbacks)
     hooks.distribute(setup.model)
-    return train(args, setup, hooks)
+    return train(config, setup, hooks)
 
 
 def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.Callback] = ()) -> int:

@@ -1,6 +1,6 @@
 """What ``horovod_jobs/train.py`` changes in the single-process trainings to run on every worker.
 
-``tfnhr.training.train`` and ``capsnet.commands.train.train`` take hooks (their ``TrainingHooks``);
+``tfnhr.training.train`` and ``capsnet.training.train`` take hooks (their ``TrainingHooks``);
 the ones here make them data parallel over Horovod's ranks (:mod:`horovod_jobs.distributed`):
 
 * the optimizer is wrapped by ``distributed_optimizer`` (gradients averaged, or model averaging
@@ -10,7 +10,7 @@ the ones here make them data parallel over Horovod's ranks (:mod:`horovod_jobs.d
   :class:`LearningRateWarmUp` and a ``ProgressWatchdog``; only rank 0 writes files.
 * recognizer (``--task nhr``): each epoch each rank trains on its shard of
   ``shard_by_pixels(pixels, size, seed, epoch)`` (nearly equal pixel totals, every example once),
-  split by ``split_into_batches`` into :func:`steps_per_epoch` batches, the same count on every
+  split by ``split_into_batches`` into ``steps_per_epoch`` batches (:mod:`tfnhr.data.batches`), the same count on every
   rank; the validation set is sharded too and the ranks' edit distances and reference lengths
   are summed (:class:`ShardedErrorRates`), so every rank gets exactly the CER/WER one process
   scoring the whole set would; the time limit is agreed (:class:`AgreedTimeLimit`).
@@ -31,16 +31,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from capsnet.commands import train as capsnet_train
+from capsnet import training as capsnet_training
 from capsnet.data import ClassificationData, to_dataset
 from horovod_jobs.distributed import (AverageMetrics, AverageModelAtEpochEnd, BroadcastInitialState,
                                       ProgressWatchdog, Workers, check_same_config, distributed_optimizer)
-from horovod_jobs.sharding import shard_by_pixels, split_into_batches
 from tfnhr import training as tfnhr_training
-from tfnhr.callbacks import TimeLimit, ValidationErrorRates, transcribe
 from tfnhr.charset import Charset
-from tfnhr.data.pipeline import TextImageSet, batched_dataset, make_dataset
-from tfnhr.metrics import edit_distance, normalize_text
+from tfnhr.data.batches import shard_by_pixels, split_into_batches, steps_per_epoch
+from tfnhr.data.dataset import batched_dataset
+from tfnhr.data.samples import TextImageSet
+from tfnhr.training.callbacks import TimeLimit, ValidationErrorRates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +93,7 @@ class LearningRateWarmUp(keras.callbacks.Callback):
 
 
 class AgreedTimeLimit(TimeLimit):
-    """A :class:`~tfnhr.callbacks.TimeLimit` decided together: after every epoch, training stops
+    """A :class:`~tfnhr.training.callbacks.TimeLimit` decided together: after every epoch, training stops
     on all ranks if any rank's clock passed the limit (one allreduce of the flag), so no rank
     goes on alone into a step that the others never join."""
 
@@ -107,40 +107,14 @@ class AgreedTimeLimit(TimeLimit):
             self.model.stop_training = self.stopped_early = True
 
 
-def error_counts(reference: str, hypothesis: str) -> list[int]:
-    """``[character errors, reference characters, word errors, reference words]`` of one line,
-    normalised as :func:`tfnhr.metrics.error_rate` does (CER = summed errors / summed lengths)."""
-    reference, hypothesis = normalize_text(reference), normalize_text(hypothesis)
-    return [edit_distance(reference, hypothesis), len(reference),
-            edit_distance(reference.split(), hypothesis.split()), len(reference.split())]
-
-
 class ShardedErrorRates(ValidationErrorRates):
-    """:class:`~tfnhr.callbacks.ValidationErrorRates` over this rank's shard of the validation
-    set: the ranks' error and length counts are summed (one allreduce), so ``val_cer`` and
-    ``val_wer`` are those of the whole set, identical on every rank."""
+    """:class:`~tfnhr.training.callbacks.ValidationErrorRates` over this rank's shard of the
+    validation set: the ranks' error and length counts are summed (one allreduce), so ``val_cer``
+    and ``val_wer`` are those of the whole set, identical on every rank."""
 
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        hypotheses = transcribe(self.model, self.dataset, self.charset)
-        counts = np.sum([error_counts(r, h) for r, h in zip(self.references, hypotheses)], axis=0)
-        totals = hvd.allreduce(tf.constant(counts, tf.float64), op=hvd.Sum, name="horovod_jobs.val_errors").numpy()
-        if logs is not None:
-            logs["val_cer"], logs["val_wer"] = float(totals[0] / totals[1]), float(totals[2] / totals[3])
-
-
-def steps_per_epoch(pixels: Sequence[int], budget: int, size: int) -> int:
-    """Batches of at most ``budget`` pixels per worker and epoch, the same for every worker and
-    epoch: ``ceil((total / size + largest) / (budget - largest))``.
-
-    ``shard_by_pixels`` keeps every shard within ``total / size + largest`` pixels (its max - min
-    bound), and ``split_into_batches`` makes batches of at most ``shard / n + largest`` pixels,
-    so each batch stays within the budget. Raises ``ValueError`` unless the budget holds two of
-    the largest example (as ``tfnhr train`` requires)."""
-    largest, total = int(max(pixels)), int(sum(pixels))
-    if budget < 2 * largest:
-        raise ValueError(f"the pixel budget {budget} must hold two of the largest example ({largest} "
-                         "pixels): raise --batch-pixels or scale the images down (--height)")
-    return -(-(total + size * largest) // (size * (budget - largest)))
+    def error_counts(self) -> list[float]:
+        counts = tf.constant(super().error_counts(), tf.float64)
+        return hvd.allreduce(counts, op=hvd.Sum, name="horovod_jobs.val_errors").numpy().tolist()
 
 
 def worker_batches(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, workers: Workers) -> tf.data.Dataset:
@@ -222,18 +196,16 @@ class RecognizerHooks(WorkerHooks, tfnhr_training.TrainingHooks):
         epoch_batches(first_epoch)  # a shard too small for the steps fails here, not inside fit
         return batched_dataset(data, charset, epoch_batches, first_epoch, steps)
 
-    def validation(self, data: TextImageSet, charset: Charset,
-                   options: tfnhr_training.TrainOptions) -> keras.callbacks.Callback:
+    def validation(self, data: TextImageSet, options: tfnhr_training.TrainOptions) -> keras.callbacks.Callback:
         shard = data.subset(shard_by_pixels(data.pixels(), self.workers.size, options.seed, 0)[self.workers.rank])
-        return ShardedErrorRates(make_dataset(shard, charset, options.batch_pixels, shuffle=False),
-                                 shard.texts, charset)
+        return ShardedErrorRates(shard, options.batch_pixels)
 
     def time_limit(self, seconds: float) -> TimeLimit:
         return AgreedTimeLimit(seconds)
 
 
-class ClassifierHooks(WorkerHooks, capsnet_train.TrainingHooks):
-    """``capsnet.commands.train.train`` on every worker (see the module docstring)."""
+class ClassifierHooks(WorkerHooks, capsnet_training.TrainingHooks):
+    """``capsnet.training.train`` on every worker (see the module docstring)."""
 
     def datasets(self, data: ClassificationData, batch_size: int, seed: int
                  ) -> tuple[tf.data.Dataset, tf.data.Dataset]:

@@ -23,24 +23,24 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
+import tensorflow as tf
 
+from tfnhr.choices import DEFAULT_BATCH_PIXELS
+from tfnhr.data.dataset import IMAGES_SPEC
 from tfnhr.data.hdf5 import (AtomicHdf5File, RaggedColumn, StringColumn, open_hdf5, read_index, read_rows,
                              read_strings, reading)
-
-if TYPE_CHECKING:
-    import tensorflow as tf
-
-    from tfnhr.ctc_model import CtcModel
-    from tfnhr.data.pipeline import TextImageSet
+from tfnhr.data.samples import TextImageSet
+from tfnhr.inference import Transcriber
+from tfnhr.models.ctc_model import CtcModel
+from tfnhr.progress import Progress
 
 ACTIVATIONS_FORMAT = "tfnhr-activations"
 
 
 def dump_activations(model: CtcModel, data: TextImageSet, layers: Sequence[str], out: str | Path,
-                     batch_pixels: int = 400_000, progress: bool = False,
+                     batch_pixels: int = DEFAULT_BATCH_PIXELS, progress: bool = False,
                      attrs: dict[str, str] | None = None) -> dict[str, dict[str, int]]:
     """Write the outputs of ``layers`` for every image of ``data`` (scaled to the model's
     ``input_height``, run in batches of at most ``batch_pixels`` pixels) to ``out``; ``attrs``
@@ -48,24 +48,15 @@ def dump_activations(model: CtcModel, data: TextImageSet, layers: Sequence[str],
 
     Unknown layer names raise ``ValueError`` (listing the model's) and write nothing.
     """
-    import keras
-    import tensorflow as tf
-
-    from tfnhr.data.images import scale_to_height
-    from tfnhr.data.pipeline import IMAGES_SPEC, pixel_budget_batches, ragged_batch
-
-    grays = [scale_to_height(gray, model.input_height) for gray in data.images]
     # One graph for every batch shape: tracing costs seconds once, then batches run ~3x faster than
     # eagerly. Without autograph, errors such as unknown layer names come through unchanged.
     run = tf.function(lambda images: model.layer_outputs(images, layers, training=False),
                       input_signature=[IMAGES_SPEC], autograph=False)
-    bar = keras.utils.Progbar(len(grays), unit_name="image") if progress else None
+    bar = Progress(len(data), "dump", enabled=progress)
     with AtomicHdf5File(out, ACTIVATIONS_FORMAT, {**(attrs or {}), "layers": json.dumps(list(layers))}) as output:
         tags, labels = StringColumn(output.file, "seqTags"), StringColumn(output.file, "labels")
         columns: dict[str, RaggedColumn] = {}
-        done = 0
-        for batch in pixel_budget_batches([gray.size for gray in grays], batch_pixels, range(len(grays))):
-            images, _ = ragged_batch([grays[i] for i in batch], [[] for _ in batch])
+        for batch, images in Transcriber(model, batch_pixels=batch_pixels).batches(data.images):
             for name, outputs in run(images).items():
                 if name not in columns:
                     columns[name] = RaggedColumn(output.file.require_group("layers").create_group(name), "outputs",
@@ -75,9 +66,7 @@ def dump_activations(model: CtcModel, data: TextImageSet, layers: Sequence[str],
             for index in batch:
                 tags.append(data.ids[index])
                 labels.append(data.texts[index])
-            done += len(batch)
-            if bar is not None:
-                bar.update(done)
+            bar.step(len(batch))
         for column in (tags, labels, *columns.values()):
             column.flush()
         output.commit()

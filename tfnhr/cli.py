@@ -1,9 +1,11 @@
 """``tfnhr`` command line.  Sub-commands:
 
-* ``tfnhr info`` — versions of the pinned stack, visible devices and what Horovod was built with.
+* ``tfnhr info`` — versions of the pinned stack, visible devices and what Horovod was built with
+  (or that it is not installed).
 * the others live in :mod:`tfnhr.commands` (one module each, listed in ``COMMAND_MODULES``); each
-  module has ``register(commands)`` adding its parser with ``set_defaults(run=...)``. Heavy
-  imports (TensorFlow) happen inside the ``run`` functions so ``--help`` stays fast.
+  module has ``register(commands)`` adding its parser with ``set_defaults(run=...)``. Library
+  modules (which load TensorFlow) are imported inside the ``run`` functions, so ``--help`` stays
+  fast; the choices come from :mod:`tfnhr.choices`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ def run_info(_: argparse.Namespace) -> int:
     import tensorflow as tf
 
     import tfnhr
-    from horovod_jobs.build_info import check_build, summary
+    from tfnhr import horovod_build
 
     rows = [
         ("tfnhr", tfnhr.__version__),
@@ -29,11 +31,11 @@ def run_info(_: argparse.Namespace) -> int:
         ("tensorflow", tf.__version__),
         ("keras", f"{keras.__version__} (backend {keras.backend.backend()})"),
         ("devices", ", ".join(d.name for d in tf.config.list_logical_devices())),
-        ("horovod build", summary(check_build())),
+        ("horovod", horovod_build.summary(horovod_build.check_build() if horovod_build.installed() else None)),
     ]
-    width = max(len(name) for name, _ in rows)
+    width = max(len(name) for name, _ in rows) + 1
     for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+        print(f"{name + ':':<{width}}  {value}")
     return 0
 
 

@@ -22,6 +22,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tfnhr.data import synthetic
+from tfnhr.data.sources import load_data_subset
+from tfnhr.decoding import make_decoder
+from tfnhr.evaluation import evaluate_set, format_table
+from tfnhr.lm import build_arpa
+from tfnhr.models import CtcModel, load_recognizer
+from tfnhr.training import TrainOptions, train
+
 PRESETS: dict[str, dict] = {
     "quick": {"train": 3000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80},
     "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 60.0, "epochs": 80},
@@ -53,10 +61,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               **{key: getattr(args, key) for key in ("train", "val", "test") if getattr(args, key) is not None}}
     started = time.monotonic()
 
-    from tfnhr.data import synthetic
-    from tfnhr.lm import build_arpa
-    from tfnhr.training import TrainOptions, train
-
     data = args.out / "synth"
     print(f"[1/4] synthetic lines: {preset['train']} train, {preset['val']} val, {preset['test']} test -> {data}",
           flush=True)
@@ -71,8 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         batch_pixels=150_000, epochs=preset["epochs"], time_limit=time_limit, seed=args.seed))
     print("[4/4] evaluating the best model on held-out fonts", flush=True)
     results = {"preset": args.preset, "training": summary, "lm": {k: lm_stats[k] for k in ("vocabulary", "ngrams")}}
+    model = load_recognizer(args.out / "model" / "best.keras")
     for subset in ("val", "test"):
-        results[subset] = evaluate_subset(args.out / "model" / "best.keras", data, subset, args.out / "lm.arpa")
+        results[subset] = evaluate_subset(model, data, subset, args.out / "lm.arpa", args.out / "model" / f"{subset}.json")
     results["minutes"] = round((time.monotonic() - started) / 60, 1)
     (args.out / "main.json").write_text(json.dumps(results, indent=1) + "\n")
     print(f"\nmodel saved at {args.out / 'model' / 'best.keras'}; results in {args.out / 'main.json'}; "
@@ -80,17 +85,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def evaluate_subset(model_path: Path, data: Path, subset: str, lm_path: Path) -> list[dict]:
-    """Print and return the greedy and beam+LM CER/WER of the model on ``subset`` (what
-    ``tfnhr evaluate`` prints; its JSON table is kept next to the model)."""
-    from tfnhr.cli import main as tfnhr
-
-    table = model_path.parent / f"{subset}.json"
-    status = tfnhr(["evaluate", "--model", str(model_path), "--data", str(data), "--subset", subset,
-                    "--lm", str(lm_path), "--json", str(table)])
-    if status:
-        raise SystemExit(f"evaluating {model_path} on {subset} failed (exit status {status})")
-    return json.loads(table.read_text())
+def evaluate_subset(model: CtcModel, data: Path, subset: str, lm_path: Path, out: Path) -> list[dict]:
+    """Print and return the greedy and beam+LM CER/WER of the model on ``subset`` (the table
+    ``tfnhr evaluate`` prints); the JSON table is kept in ``out``."""
+    decoders = {name: make_decoder(name, model.charset, lm=lm_path) for name in ("greedy", "beam+lm")}
+    examples = load_data_subset(data, subset)
+    rows, _ = evaluate_set(model, examples, decoders)
+    print(f"{subset}: {len(examples)} lines of {data}")
+    print(format_table(rows))
+    table = [row.__dict__ for row in rows]
+    out.write_text(json.dumps(table, indent=1) + "\n")
+    return table
 
 
 if __name__ == "__main__":

@@ -34,16 +34,34 @@ def edit_distance(reference: Sequence[Hashable], hypothesis: Sequence[Hashable])
     return previous[-1]
 
 
-def error_rate(references: Sequence[str], hypotheses: Sequence[str], unit: str = "char") -> float:
-    """CER (``unit="char"``) or WER (``unit="word"``) of ``hypotheses`` against ``references``."""
+def error_counts(reference: str, hypothesis: str) -> list[int]:
+    """``[character errors, reference characters, word errors, reference words]`` of one text,
+    normalised by :func:`normalize_text`; summed over texts they give :func:`error_rate`."""
+    reference, hypothesis = normalize_text(reference), normalize_text(hypothesis)
+    return [edit_distance(reference, hypothesis), len(reference),
+            edit_distance(reference.split(), hypothesis.split()), len(reference.split())]
+
+
+def summed_error_counts(references: Sequence[str], hypotheses: Sequence[str]) -> list[int]:
+    """:func:`error_counts` summed over aligned ``references`` and ``hypotheses``."""
     if len(references) != len(hypotheses):
         raise ValueError(f"{len(references)} references but {len(hypotheses)} hypotheses")
+    totals = [0, 0, 0, 0]
+    for reference, hypothesis in zip(references, hypotheses):
+        totals = [a + b for a, b in zip(totals, error_counts(reference, hypothesis))]
+    return totals
+
+
+def rates_of_counts(counts: Sequence[float]) -> tuple[float, float]:
+    """``(CER, WER)`` of :func:`summed_error_counts`' four totals (summed over ranks, say)."""
+    if counts[1] == 0 or counts[3] == 0:
+        raise ValueError("the references contain no characters/words to score against")
+    return counts[0] / counts[1], counts[2] / counts[3]
+
+
+def error_rate(references: Sequence[str], hypotheses: Sequence[str], unit: str = "char") -> float:
+    """CER (``unit="char"``) or WER (``unit="word"``) of ``hypotheses`` against ``references``."""
     if unit not in ("char", "word"):
         raise ValueError(f"unit must be 'char' or 'word', got {unit!r}")
-    split = (lambda text: list(normalize_text(text))) if unit == "char" else (
-        lambda text: normalize_text(text).split())
-    errors = sum(edit_distance(split(ref), split(hyp)) for ref, hyp in zip(references, hypotheses))
-    total = sum(len(split(ref)) for ref in references)
-    if total == 0:
-        raise ValueError("the references contain no characters/words to score against")
-    return errors / total
+    cer, wer = rates_of_counts(summed_error_counts(references, hypotheses))
+    return cer if unit == "char" else wer

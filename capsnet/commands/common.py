@@ -1,17 +1,19 @@
-"""Options and helpers shared by ``capsnet train`` and ``capsnet place``: lanes, lane costs,
-device speeds, placing with idle-device warnings, and the one-line error report."""
+"""Options and helpers shared by ``capsnet train`` and ``capsnet place``: the lane and cost
+arguments, placement warnings as lines, and the one-line error report."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
-from capsnet.lanes import Lane, parse_lanes, uniform_lanes
-from capsnet.placement import lane_cost, measure_lane_costs, place
+from capsnet.lanes import Lane, lane_list
+from capsnet.placement import COST_MODELS, place
+from capsnet.training import TrainConfig
 
-COST_MODELS = ("model", "measured")
+DEFAULTS = TrainConfig()
 
 
 def positive_int(text: str) -> int:
@@ -25,60 +27,44 @@ def add_lane_arguments(parser: argparse.ArgumentParser) -> None:
     """``--lanes/--width/--depth`` (equal lanes) and ``--lane-spec`` (one WIDTHxDEPTH per lane)."""
     group = parser.add_argument_group(
         "lanes", "N equal lanes (--lanes, --width, --depth) or different ones (--lane-spec)")
-    group.add_argument("--lanes", type=int, default=8, help="number of equal lanes")
-    group.add_argument("--width", type=int, default=4, help="lane width: 16·width filters per conv stage")
-    group.add_argument("--depth", type=int, default=1, help="lane depth: number of conv stages")
+    group.add_argument("--lanes", type=int, default=DEFAULTS.lanes, help="number of equal lanes")
+    group.add_argument("--width", type=int, default=DEFAULTS.width, help="lane width: 16·width filters per conv stage")
+    group.add_argument("--depth", type=int, default=DEFAULTS.depth, help="lane depth: number of conv stages")
     group.add_argument("--lane-spec", metavar="WxD,...",
                        help='one WIDTHxDEPTH per lane, e.g. "4x1,2x3,1x5" (overrides the three above)')
 
 
 def lanes_from_args(args: argparse.Namespace) -> list[Lane]:
     """The lanes that :func:`add_lane_arguments`' options give; ``ValueError`` for a bad spec."""
-    if args.lane_spec is not None:
-        return parse_lanes(args.lane_spec)
-    return uniform_lanes(args.lanes, args.width, args.depth)
+    return lane_list(args.lane_spec, args.lanes, args.width, args.depth)
 
 
 def add_cost_argument(parser: argparse.ArgumentParser) -> None:
     """``--cost model|measured``: how lane costs are obtained (see :func:`lane_costs`)."""
-    parser.add_argument("--cost", choices=COST_MODELS, default="model",
+    parser.add_argument("--cost", choices=COST_MODELS, default=DEFAULTS.cost,
                         help="lane cost: model = width²·depth (the seed's Eq. 1); measured = seconds per "
                              "training step of each lane alone (capsnet.placement.measure_lane_costs)")
 
 
-def lane_costs(kind: str, lanes: Sequence[Lane], **measure_options) -> list[float]:
-    """One cost per lane: ``"model"`` -> ``lane_cost``; ``"measured"`` -> ``measure_lane_costs(lanes,
-    **measure_options)`` (input shape, classes, device, batch size)."""
-    if kind == "measured":
-        return measure_lane_costs(lanes, **measure_options)
-    return [lane_cost(lane) for lane in lanes]
-
-
-def speed_map(text: str, devices: Sequence[str]) -> dict[str, float]:
-    """``--speeds`` text -> ``{device: speed}``: ``"equal"`` gives 1.0 each, ``"1,3.1"`` one factor
-    per device in order. ``ValueError`` for non-numbers or a count that differs from the devices'."""
-    if text == "equal":
-        return dict.fromkeys(devices, 1.0)
-    try:
-        values = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise ValueError(f"--speeds: expected comma-separated numbers, one per device, got {text!r}") from None
-    if len(values) != len(devices):
-        raise ValueError(f"--speeds gives {len(values)} speeds for {len(devices)} devices ({', '.join(devices)})")
-    return dict(zip(devices, values))
+@contextlib.contextmanager
+def warnings_as_lines(command: str) -> Iterator[None]:
+    """Inside the block, Python warnings (e.g. :func:`capsnet.placement.place`'s idle devices) go
+    to stderr as one line each, ``capsnet COMMAND: warning: ...``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for warning in caught:
+                print(f"capsnet {command}: warning: {warning.message}", file=sys.stderr)
 
 
 def place_lanes(command: str, lanes: Sequence[Lane], devices: Sequence[str], strategy: str,
                 speeds: Mapping[str, float], costs: Sequence[float], seed: int,
                 check_devices: bool = True) -> dict[int, str]:
-    """``capsnet.placement.place``; its warnings (idle devices) go to stderr as one line each,
-    ``capsnet COMMAND: warning: ...``."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        placement = place(lanes, devices, strategy, speeds, costs, seed, check_devices=check_devices)
-    for warning in caught:
-        print(f"capsnet {command}: warning: {warning.message}", file=sys.stderr)
-    return placement
+    """:func:`capsnet.placement.place` with its warnings as lines (:func:`warnings_as_lines`)."""
+    with warnings_as_lines(command):
+        return place(lanes, devices, strategy, speeds, costs, seed, check_devices=check_devices)
 
 
 def report_error(args: argparse.Namespace, error: Exception) -> int:

@@ -7,24 +7,11 @@ import argparse
 import json
 from collections.abc import Mapping, Sequence
 
-from capsnet.commands.common import (
-    add_cost_argument,
-    add_lane_arguments,
-    lane_costs,
-    lanes_from_args,
-    place_lanes,
-    report_error,
-    speed_map,
-)
+from capsnet.commands.common import add_cost_argument, add_lane_arguments, lanes_from_args, place_lanes, report_error
 from capsnet.devices import parse_devices, prepare_devices
 from capsnet.lanes import Lane
-from capsnet.placement import (
-    STRATEGIES,
-    device_loads,
-    format_placement_table,
-    placement_to_json,
-    probe_device_speed,
-)
+from capsnet.placement import (STRATEGIES, device_loads, format_placement_table, lane_costs, placement_to_json,
+                               probe_device_speed, speed_map)
 
 
 def register(commands: argparse._SubParsersAction) -> None:

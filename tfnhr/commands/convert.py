@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from tfnhr.choices import COMPRESSIONS, KINDS, SOURCES, SUBSETS
+from tfnhr.commands.common import reports_errors
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``convert`` to the ``tfnhr`` sub-commands."""
-    from tfnhr.data.iam import SUBSETS
-    from tfnhr.data.sources import COMPRESSIONS, SOURCES
-
     parser = commands.add_parser(
         "convert", help="convert an IAM-layout folder into an HDF5 data set file",
         description="Read the images and transcriptions of an IAM-layout folder (IAM, or a tfnhr synth "
@@ -23,7 +22,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="what the folder is: IAM (or any folder in its layout) or a tfnhr synth set")
     parser.add_argument("folder", type=Path, help="the folder in IAM layout")
     parser.add_argument("--out", type=Path, required=True, help="HDF5 file to write (.h5 or .hdf5)")
-    parser.add_argument("--kind", choices=("lines", "words"), default="lines", help="line or word images")
+    parser.add_argument("--kind", choices=KINDS, default="lines", help="line or word images")
     parser.add_argument("--split", default="official",
                         help="'official' or a folder with train/valid/test id lists (as for tfnhr train)")
     parser.add_argument("--keep-err", action="store_true", help="keep rows whose IAM segmentation is 'err'")
@@ -36,17 +35,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+@reports_errors("convert")
 def run(args: argparse.Namespace) -> int:
     """Convert and print a summary line; exit status 2 with one line for bad input."""
     from tfnhr.data.sources import convert_to_hdf5
 
-    try:
-        summary = convert_to_hdf5(args.folder, args.out, args.source, args.subsets, kind=args.kind,
-                                  split=args.split, keep_err=args.keep_err, height=args.height,
-                                  compression=args.compression, progress=not args.quiet)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"tfnhr convert: error: {error}", file=sys.stderr)
-        return 2
+    summary = convert_to_hdf5(args.folder, args.out, args.source, args.subsets, kind=args.kind,
+                              split=args.split, keep_err=args.keep_err, height=args.height,
+                              compression=args.compression, progress=not args.quiet)
     counts = ", ".join(f"{subset} {figures['examples']}" for subset, figures in summary["subsets"].items())
     print(f"wrote {summary['out']}: {counts} {args.kind}, {summary['pixels']:,} pixels, "
           f"{summary['bytes'] / 1e6:.1f} MB, {summary['seconds']:.1f} s")

@@ -1,11 +1,12 @@
 """``tfnhr lm build``: estimate a word n-gram language model (ARPA) from text files, for decoding
-with :class:`tfnhr.decoding.CtcDecoder`."""
+with :class:`tfnhr.decoding.BeamSearchDecoder`."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from tfnhr.commands.common import reports_errors
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -28,20 +29,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     build.set_defaults(run=run)
 
 
+@reports_errors("lm build", errors=(OSError, ValueError))  # unreadable text, unwritable --out, bad corpus
 def run(args: argparse.Namespace) -> int:
     """Build the model; print its statistics and path. Returns the exit status."""
     from tfnhr.lm import build_arpa, read_text_corpus
 
     missing = [str(p) for p in args.text if not p.is_file()]
     if missing:
-        print(f"tfnhr lm build: error: text file(s) not found: {', '.join(missing)}", file=sys.stderr)
-        return 2
-    try:
-        stats = build_arpa(read_text_corpus(args.text), order=args.order, out_path=args.out,
-                           discount=args.discount)
-    except (OSError, ValueError) as error:  # unreadable text, unwritable --out, bad corpus
-        print(f"tfnhr lm build: error: {error}", file=sys.stderr)
-        return 2
+        raise FileNotFoundError(f"text file(s) not found: {', '.join(missing)}")
+    stats = build_arpa(read_text_corpus(args.text), order=args.order, out_path=args.out, discount=args.discount)
     print(f"{stats['sentences']} sentences, {stats['tokens']} words, vocabulary {stats['vocabulary']}")
     for n, count in stats["ngrams"].items():
         d1, d2, d3 = stats["discounts"][n]

@@ -8,10 +8,12 @@ import sys
 import threading
 from pathlib import Path
 
+from tfnhr.choices import DEFAULT_BATCH_PIXELS
+from tfnhr.commands.common import add_decoder_choice, decoder_from_args, reports_errors
+
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``serve`` to the ``tfnhr`` sub-commands."""
-    from tfnhr.commands.evaluate import add_decoder_choice
     from tfnhr.service.http import Limits
 
     parser = commands.add_parser(
@@ -20,7 +22,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=8080, help="port to listen on (0: any free port)")
-    parser.add_argument("--batch-pixels", type=int, default=400_000,
+    parser.add_argument("--batch-pixels", type=int, default=DEFAULT_BATCH_PIXELS,
                         help="pixel budget of one model call (images scaled to the model's height)")
     parser.add_argument("--max-wait-ms", type=float, default=10.0,
                         help="how long the worker waits for more images after the first of a batch "
@@ -36,37 +38,29 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+@reports_errors("serve", errors=(OSError, ValueError))
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM, then finish the requests in flight and return 0; 2 if the
     model, the decoder or the address cannot be set up."""
     import numpy as np
     from PIL import Image
 
-    from tfnhr.commands.evaluate import make_decoder
     from tfnhr.data.images import scale_to_height
-    from tfnhr.evaluation import column_scores, confidence
-    from tfnhr.model import load_recognizer
+    from tfnhr.inference import Transcriber
+    from tfnhr.models import load_recognizer
     from tfnhr.service.batcher import Batcher
-    from tfnhr.service.http import Limits, Recognition, RecognitionServer
+    from tfnhr.service.http import Limits, RecognitionServer
 
-    try:
-        if min(args.batch_pixels, args.max_body_bytes, args.max_height, args.max_width) < 1 or args.max_wait_ms < 0:
-            raise ValueError("--batch-pixels and the --max-* limits must be positive, --max-wait-ms not negative")
-        model = load_recognizer(args.model)
-        decode = make_decoder(args.decoder or ("beam+lm" if args.lm else "greedy"), args, model.charset)
-        access_log = open(args.access_log, "a", encoding="utf-8") if args.access_log else sys.stderr
-    except (OSError, ValueError) as error:
-        print(f"tfnhr serve: error: {error}", file=sys.stderr)
-        return 2
+    if min(args.batch_pixels, args.max_body_bytes, args.max_height, args.max_width) < 1 or args.max_wait_ms < 0:
+        raise ValueError("--batch-pixels and the --max-* limits must be positive, --max-wait-ms not negative")
+    model = load_recognizer(args.model)
+    transcriber = Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels)
+    access_log = open(args.access_log, "a", encoding="utf-8") if args.access_log else sys.stderr
     # Image headers are checked against the limits before decoding; this is PIL's own backstop.
     Image.MAX_IMAGE_PIXELS = args.max_height * args.max_width
 
-    def recognize(grays: list[np.ndarray]) -> list[Recognition]:
-        scores = column_scores(model, grays, args.batch_pixels)
-        return list(zip(decode(scores), map(confidence, scores)))
-
-    recognize([np.full((model.input_height or 32, 64), 255, np.uint8)])  # build/trace before the first request
-    batcher = Batcher(recognize, size=np.size, budget=args.batch_pixels, max_wait_s=args.max_wait_ms / 1000,
+    transcriber.recognize([np.full((model.input_height or 32, 64), 255, np.uint8)])  # build before the first request
+    batcher = Batcher(transcriber.recognize, size=np.size, budget=args.batch_pixels, max_wait_s=args.max_wait_ms / 1000,
                       name="recognizer")
     try:
         server = RecognitionServer(
@@ -75,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
             limits=Limits(args.max_body_bytes, args.max_height, args.max_width), access_log=access_log)
     except OSError as error:
         batcher.close()
-        print(f"tfnhr serve: error: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
-        return 2
+        raise OSError(f"cannot listen on {args.host}:{args.port}: {error}") from None
     stop = threading.Event()
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, lambda *_: stop.set())

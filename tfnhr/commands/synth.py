@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from tfnhr.choices import KINDS
+from tfnhr.commands.common import reports_errors
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -16,7 +18,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "ascii/lines.txt or words.txt and the split files as in IAM.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--out", required=True, help="folder to write (new, empty, or an earlier synthetic set)")
-    parser.add_argument("--kind", choices=("lines", "words", "both"), default="lines",
+    parser.add_argument("--kind", choices=(*KINDS, "both"), default="lines",
                         help="line images, word images, or lines plus the words cropped from them")
     parser.add_argument("--train", type=int, default=2000,
                         help="training examples (lines, or words for --kind words)")
@@ -34,18 +36,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run_synth)
 
 
+@reports_errors("synth", errors=(FileExistsError, ValueError))
 def run_synth(args: argparse.Namespace) -> int:
     """Write the set; print its summary as JSON. Exit status 2 on a bad folder or argument."""
     from tfnhr.data import synthetic
 
-    try:
-        style = synthetic.RenderStyle(font_size=tuple(args.font_size))
-        summary = synthetic.write_iam_layout(
-            args.out, {"train": args.train, "val": args.val, "test": args.test}, kind=args.kind,
-            seed=args.seed, style=style, progress=not args.quiet,
-            min_chars=args.min_chars, max_chars=args.max_chars)
-    except (FileExistsError, ValueError) as error:
-        print(f"tfnhr synth: error: {error}", file=sys.stderr)
-        return 2
+    style = synthetic.RenderStyle(font_size=tuple(args.font_size))
+    summary = synthetic.write_iam_layout(
+        args.out, {"train": args.train, "val": args.val, "test": args.test}, kind=args.kind,
+        seed=args.seed, style=style, progress=not args.quiet,
+        min_chars=args.min_chars, max_chars=args.max_chars)
     print(json.dumps(summary, indent=1))
     return 0

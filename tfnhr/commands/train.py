@@ -3,40 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-
-def size_pair(text: str) -> tuple[int, int]:
-    """``"2x4"`` -> ``(2, 4)`` (block height x width, pixels)."""
-    try:
-        height, width = (int(part) for part in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected HxW such as 2x4, got {text!r}") from None
-    if height < 1 or width < 1:
-        raise argparse.ArgumentTypeError(f"block sizes must be positive, got {text!r}")
-    return height, width
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    """``"2,10,50"`` -> ``(2, 10, 50)``."""
-    try:
-        return tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options that select data in IAM layout (shared by train and evaluate)."""
-    parser.add_argument("--data", type=Path, required=True,
-                        help="folder in IAM layout (ascii/, lines/ or words/, split files), or an "
-                             ".h5/.hdf5 file from tfnhr convert (--kind, --split and --keep-err were "
-                             "fixed when it was converted)")
-    parser.add_argument("--kind", choices=("lines", "words"), default="lines", help="line or word images")
-    parser.add_argument("--split", default="official",
-                        help="'official' (largeWriterIndependentTextLineRecognitionTask/) or a folder "
-                             "with train/valid/test id lists (e.g. the seed's 6161/966/2915 split)")
-    parser.add_argument("--keep-err", action="store_true", help="keep rows whose IAM segmentation is 'err'")
+from tfnhr.choices import CELLS, HALVE_ON, MODEL_PRESETS, OPTIMIZERS, shipped_configs
+from tfnhr.commands.common import add_data_arguments, int_list, reports_errors, size_pair
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -53,27 +23,21 @@ def register(commands: argparse._SubParsersAction) -> None:
 FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_filters", "block": "block",
                "dropout": "dropout", "cell": "cell", "height": "height", "batch_pixels": "batch_pixels",
                "epochs": "epochs", "lr": "learning_rate", "optimizer": "optimizer", "clipnorm": "clipnorm",
-               "halve_on": "trigger", "seed": "seed"}
+               "halve_on": "halve_on", "seed": "seed"}
 """Options whose flags are only set when given (so a config file can supply them) -> the
 :class:`~tfnhr.training.TrainOptions` field."""
 
-MODEL_FLAGS = ("preset", "units", "filters", "block", "dropout", "cell")
-"""Flags that describe the hand-built recognizer; a ``--config`` file describes the network instead."""
-
-CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gradient_clip": "clipnorm",
-                 "batch_pixels": "batch_pixels", "schedule": "trigger", "epochs": "epochs", "height": "height",
-                 "seed": "seed"}
-"""Training keys of a config file -> the :class:`~tfnhr.training.TrainOptions` field."""
+# The documented defaults of the options in FLAG_FIELDS (help texts only; the values that apply come
+# from tfnhr.training.TrainOptions, which a test keeps equal to these).
+HELP_DEFAULTS = {"out": Path("runs/recognizer"), "dropout": 0.25, "cell": "leaky_lp", "batch_pixels": 200_000,
+                 "epochs": 80, "learning_rate": 0.005, "optimizer": "adam", "clipnorm": 10.0, "seed": 0}
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``tfnhr train`` (data, model, training; read by :func:`options_from_args`),
     also offered by ``horovod_jobs/train.py --task nhr``. The options in :data:`FLAG_FIELDS`
     stay unset unless given: their defaults come from ``--config`` or :class:`~tfnhr.training.TrainOptions`."""
-    from tfnhr.network.config_file import OPTIMIZERS, shipped_configs
-    from tfnhr.training import TrainOptions
-
-    defaults = TrainOptions(data=Path("."))
+    defaults = argparse.Namespace(**HELP_DEFAULTS)
     unset = argparse.SUPPRESS
     add_data_arguments(parser)
     parser.add_argument("--out", type=Path, default=defaults.out, help="output folder")
@@ -81,7 +45,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a JSON/YAML file describing the network and training parameters, or a shipped "
                              f"config ({', '.join(shipped_configs())}); flags given here override its "
                              "training parameters")
-    parser.add_argument("--preset", choices=("small", "large"), default=unset,
+    parser.add_argument("--preset", choices=MODEL_PRESETS, default=unset,
                         help="model size: small = MDLSTM (2, 10, 50) (default), large = (4, 20, 100)")
     parser.add_argument("--units", type=int_list, default=unset, help="MDLSTM units per level (overrides --preset)")
     parser.add_argument("--filters", type=int_list, default=unset, help="block-conv filters (overrides --preset)")
@@ -89,7 +53,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="block-conv kernel=stride HxW: one for both convolutions, or one each (default 2x4)")
     parser.add_argument("--dropout", type=float, default=unset,
                         help=f"dropout on MDLSTM outputs (default {defaults.dropout})")
-    parser.add_argument("--cell", choices=("leaky_lp", "leaky_lp_new_state", "lstm"), default=unset,
+    parser.add_argument("--cell", choices=CELLS, default=unset,
                         help=f"MDLSTM cell (default {defaults.cell})")
     parser.add_argument("--height", type=int, default=unset, help="scale images to this height (px; default: keep)")
     parser.add_argument("--batch-pixels", type=int, default=unset,
@@ -99,7 +63,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default=unset, help=f"optimizer (default {defaults.optimizer})")
     parser.add_argument("--clipnorm", type=float, default=unset,
                         help=f"gradient global-norm clipping (default {defaults.clipnorm})")
-    parser.add_argument("--halve-on", choices=("either", "both", "cer", "wer", "never"), default=unset,
+    parser.add_argument("--halve-on", choices=HALVE_ON, default=unset,
                         help="halve the LR (reset the optimizer, restore the best weights) when the validation "
                              "CER/WER get worse than the best epoch's: either of them (default), both, one, "
                              "or never (constant LR)")
@@ -114,39 +78,29 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def options_from_args(args: argparse.Namespace):
     """The :class:`~tfnhr.training.TrainOptions` of parsed ``tfnhr train`` arguments: defaults,
-    then the ``--config`` file's settings, then the flags given. ``ValueError`` for a bad
-    config file or model flags combined with ``--config``."""
-    from tfnhr.network.config_file import SCHEDULES, load_config
-    from tfnhr.training import TrainOptions
+    then the ``--config`` file's settings, then the flags given
+    (:func:`~tfnhr.training.resolve_options`). ``ValueError`` for a bad config file or model flags
+    combined with ``--config``."""
+    from tfnhr.network import load_config
+    from tfnhr.training import resolve_options
 
-    given = {flag: value for flag, value in vars(args).items() if flag in FLAG_FIELDS}
-    values = {}
-    if args.config is not None:
-        model_flags = [flag for flag in MODEL_FLAGS if flag in given]
-        if model_flags:
-            raise ValueError(f"--config describes the network; --{model_flags[0]} cannot be combined with it")
-        config = load_config(args.config)
-        values.update(network=config.network, network_source=str(config.source))
-        values.update({CONFIG_FIELDS[key]: SCHEDULES[value] if key == "schedule" else value
-                       for key, value in config.training.items()})
-    values.update({FLAG_FIELDS[flag]: value for flag, value in given.items()})
+    given = {FLAG_FIELDS[flag]: value for flag, value in vars(args).items() if flag in FLAG_FIELDS}
     if "block" in given:
         if len(given["block"]) > 2:
             raise ValueError(f"--block takes one or two HxW sizes, got {len(given['block'])}")
-        values["block"] = tuple(given["block"]) * (2 if len(given["block"]) == 1 else 1)
-    return TrainOptions(
-        data=args.data, out=args.out, kind=args.kind, split=args.split, keep_err=args.keep_err,
-        max_train=args.max_train, max_val=args.max_val, time_limit=args.time_limit, resume=args.resume,
-        verbose=0 if args.quiet else 1, **values)
+        given["block"] = tuple(given["block"]) * (2 if len(given["block"]) == 1 else 1)
+    run = {"data": args.data, "out": args.out, "kind": args.kind, "split": args.split, "keep_err": args.keep_err,
+           "max_train": args.max_train, "max_val": args.max_val, "time_limit": args.time_limit,
+           "resume": args.resume, "verbose": 0 if args.quiet else 1}
+    config = load_config(args.config) if args.config is not None else None
+    flags = {field: "--" + flag.replace("_", "-") for flag, field in FLAG_FIELDS.items()}
+    return resolve_options(run, config, given, names=flags)
 
 
+@reports_errors("train")
 def run(args: argparse.Namespace) -> int:
     """Train; returns the exit status (2 with a one-line reason for bad data or options)."""
     from tfnhr.training import train
 
-    try:
-        train(options_from_args(args))
-    except (FileNotFoundError, ValueError) as error:
-        print(f"tfnhr train: error: {error}", file=sys.stderr)
-        return 2
+    train(options_from_args(args))
     return 0

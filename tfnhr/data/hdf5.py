@@ -39,15 +39,14 @@ import os
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
 
+import tfnhr
 from tfnhr.data.images import scale_to_height
-
-if TYPE_CHECKING:
-    from tfnhr.data.pipeline import TextImageSet
+from tfnhr.data.samples import TextImageSet
+from tfnhr.progress import Progress
 
 IMAGES_FORMAT = "tfnhr-text-images"
 FORMAT_VERSION = 1
@@ -73,8 +72,6 @@ class AtomicHdf5File:
     deletes the temporary file."""
 
     def __init__(self, path: str | Path, format_name: str, attrs: dict[str, str | int]) -> None:
-        import tfnhr
-
         self.path = Path(path)
         self.temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
         self.file = h5py.File(self.temp, "w", libver=LIBVER)
@@ -356,10 +353,6 @@ def load_hdf5_set(path: str | Path, subset: str, height: int | None = None, limi
     The pixels are read in one piece and sliced. Raises ``FileNotFoundError`` (no file),
     ``ValueError`` (no such subset, or it is empty) or :class:`Hdf5FormatError` (damaged file).
     """
-    import keras
-
-    from tfnhr.data.pipeline import TextImageSet
-
     with open_hdf5(path, IMAGES_FORMAT) as file, reading(path, f"/{subset}"):
         subsets = sorted(file)
         if subset not in subsets:
@@ -377,11 +370,10 @@ def load_hdf5_set(path: str | Path, subset: str, height: int | None = None, limi
             raise Hdf5FormatError(f"{path}: {inputs.name} should be uint8 [P], "
                                   f"got {inputs.dtype} {list(inputs.shape)}")
         pixels = read_rows(path, inputs, offsets, count)
-    bar = keras.utils.Progbar(count, unit_name="image") if progress else None
+    bar = Progress(count, f"reading {subset} data", enabled=progress)
     images = []
     for index, (start, (rows, columns)) in enumerate(zip(offsets, sizes), start=1):
         images.append(scale_to_height(pixels[start:start + rows * columns].reshape(rows, columns), height))
-        if bar is not None and (index % 200 == 0 or index == count):
-            bar.update(index)
+        bar.update(index)
     return TextImageSet(images, texts, ids)
 

@@ -25,10 +25,9 @@ import os
 import warnings
 from pathlib import Path
 
+from tfnhr.choices import KINDS, SUBSETS
 from tfnhr.data.samples import Sample
 
-KINDS = ("lines", "words")
-SUBSETS = ("train", "val", "test")
 IAM_HOMEPAGE = "https://fki.tic.heia-fr.ch/databases/iam-handwriting-database"
 OFFICIAL_SPLIT_DIR = "largeWriterIndependentTextLineRecognitionTask"
 OFFICIAL_SPLIT_FILES = {"train": "trainset.txt", "val": "validationset1.txt", "test": "testset.txt"}

@@ -1,7 +1,7 @@
 """Where text images come from: a folder in IAM layout (IAM itself or ``tfnhr synth``) or an
 HDF5 file of :mod:`tfnhr.data.hdf5`, and converting the one into the other.
 
-Both load into the same :class:`~tfnhr.data.pipeline.TextImageSet`; a path ending in ``.h5`` or
+Both load into the same :class:`~tfnhr.data.samples.TextImageSet`; a path ending in ``.h5`` or
 ``.hdf5`` is read as HDF5, anything else as an IAM folder.
 """
 
@@ -11,18 +11,14 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from tfnhr.data.pipeline import TextImageSet
-    from tfnhr.data.samples import Sample
+from tfnhr.choices import SOURCES
+from tfnhr.data import synthetic
+from tfnhr.data.hdf5 import TextImageWriter, load_hdf5_set
+from tfnhr.data.iam import load_samples
+from tfnhr.data.samples import Sample, TextImageSet, load_set, read_images
 
 HDF5_SUFFIXES = (".h5", ".hdf5")
-SOURCES = ("iam", "synthetic")
-"""What ``tfnhr convert --from`` accepts: both are folders in IAM layout; ``synthetic`` is one
-written by ``tfnhr synth`` (its generator parameters are recorded too)."""
-COMPRESSIONS = ("none", "gzip")
-"""Pixel compressions ``tfnhr convert`` offers (see :class:`tfnhr.data.hdf5.TextImageWriter`)."""
 
 
 def is_hdf5(path: str | Path) -> bool:
@@ -41,9 +37,6 @@ def load_data_subset(data: str | Path, subset: str, kind: str = "lines", split: 
     with counted warnings). Raises ``FileNotFoundError`` or ``ValueError`` (also for an empty
     subset).
     """
-    from tfnhr.data.hdf5 import load_hdf5_set
-    from tfnhr.data.pipeline import load_set
-
     if is_hdf5(data):
         return load_hdf5_set(data, subset, height=height, limit=limit, progress=progress)
     samples = folder_samples(data, subset, kind, split, keep_err)[:limit]
@@ -53,8 +46,6 @@ def load_data_subset(data: str | Path, subset: str, kind: str = "lines", split: 
 def folder_samples(folder: str | Path, subset: str, kind: str, split: str, keep_err: bool) -> list[Sample]:
     """The samples of ``subset`` of an IAM-layout folder (see :func:`tfnhr.data.iam.load_samples`);
     ``ValueError`` if there are none."""
-    from tfnhr.data.iam import load_samples
-
     samples = load_samples(folder, kind=kind, subset=subset, split=split, keep_err=keep_err)
     if not samples:
         raise ValueError(f"{folder}: the {subset} subset is empty (split {split!r})")
@@ -69,15 +60,11 @@ def convert_to_hdf5(folder: str | Path, out: str | Path, source: str = "iam",
     memory at a time (scaled to ``height`` rows if given); unusable samples are skipped as
     :func:`load_data_subset` skips them.
 
-    ``source``: one of :data:`SOURCES`, recorded with the options as JSON in the file's
+    ``source``: one of :data:`~tfnhr.choices.SOURCES`, recorded with the options as JSON in the file's
     ``source`` attribute (``synthetic`` requires ``tfnhr synth``'s ``synthetic.json`` in
     ``folder`` and adds its content). Returns ``{"out", "subsets": {name: {"examples", "pixels"}},
     "pixels", "bytes", "seconds"}``. The file appears only when complete.
     """
-    from tfnhr.data import synthetic
-    from tfnhr.data.hdf5 import TextImageWriter
-    from tfnhr.data.pipeline import read_images
-
     started = time.monotonic()
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")

@@ -20,19 +20,20 @@ import json
 import math
 import shutil
 import string
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from tfnhr.choices import KINDS, SUBSETS
+from tfnhr.data.iam import OFFICIAL_SPLIT_DIR, OFFICIAL_SPLIT_FILES, OFFICIAL_VALIDATION2
+from tfnhr.progress import Progress
+
 CHARS = string.ascii_letters + string.digits + " .,;:'\"!?-()&/"
 """Every character the texts use and every bundled font draws: ASCII letters, digits, space and
 ``. , ; : ' " ! ? - ( ) & /``."""
 
-SPLITS = ("train", "val", "test")
-KINDS = ("lines", "words")
 FONT_DIR = Path(__file__).resolve().parent / "fonts"
 TEXT_DIR = Path(__file__).resolve().parent / "text"
 
@@ -58,8 +59,8 @@ _REFERENCE_HEIGHT = 0.55
 
 
 def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if split not in SUBSETS:
+        raise ValueError(f"split must be one of {SUBSETS}, got {split!r}")
 
 
 def font_paths(split: str) -> list[Path]:
@@ -356,7 +357,7 @@ def _example(seed: int, kind: str, split: str, index: int, style: RenderStyle,
              chars: tuple[int | None, int | None]) -> tuple[np.ndarray, str, list[Box]]:
     """Example ``index`` of a split: ``(image, text, word boxes)``, from its own random stream;
     ``chars``: ``(min_chars, max_chars)`` of :func:`sample_texts`."""
-    rng = np.random.default_rng([seed, SPLITS.index(split), KINDS.index(kind), index])
+    rng = np.random.default_rng([seed, SUBSETS.index(split), KINDS.index(kind), index])
     text = sample_texts(kind, 1, rng, split, *chars)[0]
     fonts = font_paths(split)
     image, boxes = _render(text, fonts[int(rng.integers(len(fonts)))], rng, style)
@@ -390,8 +391,6 @@ def generate(count: int, seed: int = 0, kind: str = "lines", split: str = "train
 MARKER = "synthetic.json"
 """File at the root of a set written by :func:`write_iam_layout` (its parameters and summary)."""
 
-SPLIT_FILES = {"train": "trainset.txt", "val": "validationset1.txt", "test": "testset.txt"}
-TASK_DIR = "largeWriterIndependentTextLineRecognitionTask"
 FORM_PREFIX = {"train": "s", "val": "v", "test": "t"}
 """First letter of the form ids of each split (IAM's writer-group letter)."""
 LINES_PER_FORM = 10
@@ -446,33 +445,13 @@ def _prepare(out: Path) -> None:
         if not (out / MARKER).is_file():
             raise FileExistsError(f"{out} is not empty and holds no synthetic set ({MARKER} missing); "
                                   "choose an empty or new folder")
-        for name in ("ascii", "lines", "words", TASK_DIR, MARKER):
+        for name in ("ascii", "lines", "words", OFFICIAL_SPLIT_DIR, MARKER):
             target = out / name
             if target.is_dir():
                 shutil.rmtree(target)
             elif target.exists():
                 target.unlink()
     out.mkdir(parents=True, exist_ok=True)
-
-
-class _Progress:
-    """A one-line progress bar on stderr, redrawn at most 5 times a second."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled, self.done = total, enabled and total > 0, 0
-        self.start = self.shown = time.perf_counter()
-
-    def step(self) -> None:
-        self.done += 1
-        now = time.perf_counter()
-        if self.enabled and (now - self.shown > 0.2 or self.done == self.total):
-            self.shown = now
-            bar = "=" * (30 * self.done // self.total)
-            rate = self.done / max(now - self.start, 1e-9)
-            sys.stderr.write(f"\rsynth {self.done}/{self.total} [{bar:<30}] {rate:.0f} examples/s")
-            if self.done == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 class _IamWriter:
@@ -482,8 +461,8 @@ class _IamWriter:
     def __init__(self, out: Path) -> None:
         self.out, self.pixels, self.folders = out, 0, set()
         self.rows: dict[str, list[str]] = {"lines": [], "words": []}
-        self.ids: dict[str, list[str]] = {split: [] for split in SPLITS}
-        self.counts = {split: {"lines": 0, "words": 0} for split in SPLITS}
+        self.ids: dict[str, list[str]] = {split: [] for split in SUBSETS}
+        self.counts = {split: {"lines": 0, "words": 0} for split in SUBSETS}
 
     def _add(self, folder: str, split: str, item_id: str, image: np.ndarray, row: str) -> None:
         from PIL import Image
@@ -517,9 +496,9 @@ class _IamWriter:
             if self.rows[name]:
                 text = header + "".join(f"{row}\n" for row in self.rows[name])
                 (self.out / "ascii" / f"{name}.txt").write_text(text)
-        (self.out / TASK_DIR).mkdir(exist_ok=True)
-        for split, name in (*SPLIT_FILES.items(), (None, "validationset2.txt")):
-            (self.out / TASK_DIR / name).write_text("".join(f"{i}\n" for i in self.ids.get(split, [])))
+        (self.out / OFFICIAL_SPLIT_DIR).mkdir(exist_ok=True)
+        for split, name in (*OFFICIAL_SPLIT_FILES.items(), (None, OFFICIAL_VALIDATION2)):
+            (self.out / OFFICIAL_SPLIT_DIR / name).write_text("".join(f"{i}\n" for i in self.ids.get(split, [])))
 
 
 def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str = "lines", seed: int = 0,
@@ -540,8 +519,8 @@ def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str =
     "images", "pixels", "seconds", "images_per_second"}`` (images and pixels of all files).
     """
     _check_args(seed, kind, "train", kinds=(*KINDS, "both"))
-    if set(counts) - set(SPLITS) or any(n < 0 for n in counts.values()):
-        raise ValueError(f"counts must map splits {SPLITS} to numbers >= 0, got {dict(counts)}")
+    if set(counts) - set(SUBSETS) or any(n < 0 for n in counts.values()):
+        raise ValueError(f"counts must map splits {SUBSETS} to numbers >= 0, got {dict(counts)}")
     text_kind = "words" if kind == "words" else "lines"
     sample_texts(text_kind, 1, np.random.default_rng(seed), "train", min_chars, max_chars)  # raises on bad lengths
     out = Path(out_dir)
@@ -550,7 +529,7 @@ def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str =
               "style": dataclasses.asdict(style), "fonts": FONT_SPLITS}
     (out / MARKER).write_text(json.dumps(params, indent=1) + "\n")
 
-    writer, bar = _IamWriter(out), _Progress(sum(counts.values()), progress)
+    writer, bar = _IamWriter(out), Progress(sum(counts.values()), "synth", unit="examples", enabled=progress)
     for split, count in counts.items():
         form_y = 0
         for index in range(count):
@@ -569,7 +548,7 @@ def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str =
             bar.step()
     writer.finish()
 
-    seconds = time.perf_counter() - bar.start
+    seconds = time.perf_counter() - bar.started
     images = sum(sum(c.values()) for c in writer.counts.values())
     summary = {"out_dir": str(out), "kind": kind, "seed": seed, "counts": writer.counts, "images": images,
                "pixels": writer.pixels, "seconds": round(seconds, 3),

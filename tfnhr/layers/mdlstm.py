@@ -60,11 +60,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfnhr.layers.mdlstm_cells import CELLS
+from tfnhr.choices import CELLS, PACKING_MODES
+from tfnhr.layers.mdlstm_cells import CELL_TYPES
 from tfnhr.layers.mdlstm_scan import MDLSTMParams, mdlstm_dense, mdlstm_dense_memory
 from tfnhr.ops.packing import image_sizes_tensor, pack_ragged_graph, pad_batch, unpack, unpad_batch
 
-PACKING_MODES = ("examples", "pad")
 INPUT_PROJECTIONS = ("auto", "precompute", "in_loop")
 IN_LOOP_MAX_CHANNELS = 32
 """Without XLA, ``input_projection="auto"`` feeds the raw input into the loop when ``C_in`` is
@@ -152,7 +152,7 @@ class MDLSTM2D(keras.layers.Layer):
         self.packing_max_width = packing_max_width
         self.packing_height_step = int(packing_height_step)
         self.supports_masking = True
-        self._cell = CELLS[cell]
+        self._cell = CELL_TYPES[cell]
         self._seed_generator = keras.random.SeedGenerator() if dropout else None
 
     # ------------------------------------------------------------------ weights

@@ -165,7 +165,7 @@ def _lstm_backward(acts, y, s, dy, ds, vo):
     return dzg, tf.concat([dza, dzo], axis=1), ds * f1, ds * f2, dvo
 
 
-CELLS = {
+CELL_TYPES = {
     "leaky_lp": CellType(
         "leaky_lp", ("i", "l", "a", "o1", "o2"), 2, 2,
         functools.partial(_leaky_forward, new_state=False),

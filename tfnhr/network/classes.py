@@ -33,9 +33,8 @@ import keras
 from tfnhr.charset import Charset
 from tfnhr.layers import (BlockConv2D, DirectionSharedDense, MDLSTM2D, RaggedDropout, SameConv2D, SequenceLSTM,
                           SumOverHeight)
-from tfnhr.layers.mdlstm import PACKING_MODES
-from tfnhr.layers.mdlstm_cells import CELLS
-from tfnhr.network.ctc_scores import CtcScores
+from tfnhr.choices import CELLS, PACKING_MODES
+from tfnhr.layers.ctc_scores import CtcScores
 
 IMAGE, SEQUENCE = "image", "sequence"
 REQUIRED = object()

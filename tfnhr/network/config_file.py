@@ -29,14 +29,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from tfnhr.choices import OPTIMIZERS, SCHEDULES, SHIPPED_CONFIGS, shipped_configs
 from tfnhr.network.errors import NetworkConfigError
+from tfnhr.network.plan import plan_network
 
-SHIPPED = Path(__file__).parent / "configs"
-
-OPTIMIZERS = ("adam", "sgd", "rmsprop", "nadam", "adagrad", "adadelta")
-SCHEDULES = {"halve_on_either": "either", "halve_on_both": "both", "halve_on_cer": "cer",
-             "halve_on_wer": "wer", "constant": "never"}
-"""Schedule names -> the :class:`~tfnhr.callbacks.LearningRateHalving` trigger."""
 
 
 def _number(value) -> bool:
@@ -75,18 +73,13 @@ class NetworkConfig:
     source: Path
 
 
-def shipped_configs() -> list[str]:
-    """Names of the config files that come with tfnhr (``small``, ``large``, ...)."""
-    return sorted(path.stem for path in SHIPPED.glob("*.json"))
-
-
 def resolve_config_path(name_or_path: str | Path) -> Path:
     """A shipped config's name (``"small"``) or a path -> the file's path."""
     path = Path(name_or_path)
     if path.is_file():
         return path
-    if path.suffix == "" and (SHIPPED / f"{path}.json").is_file():
-        return SHIPPED / f"{path}.json"
+    if path.suffix == "" and (SHIPPED_CONFIGS / f"{path}.json").is_file():
+        return SHIPPED_CONFIGS / f"{path}.json"
     raise FileNotFoundError(f"{name_or_path}: no such config file (shipped configs: {', '.join(shipped_configs())})")
 
 
@@ -95,8 +88,6 @@ def load_config(name_or_path: str | Path) -> NetworkConfig:
 
     Raises ``FileNotFoundError`` and :class:`~tfnhr.network.plan.NetworkConfigError` (a
     ``ValueError``) naming the file, and the line for syntax errors."""
-    from tfnhr.network.plan import plan_network
-
     path = resolve_config_path(name_or_path)
     content = _parse(path)
     if not isinstance(content, dict) or "network" not in content:
@@ -118,8 +109,6 @@ def load_config(name_or_path: str | Path) -> NetworkConfig:
 def _parse(path: Path):
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
         try:
             return yaml.safe_load(text)
         except yaml.YAMLError as error:
@@ -130,19 +119,3 @@ def _parse(path: Path):
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise NetworkConfigError(f"{path}: line {error.lineno}, column {error.colno}: not valid JSON: {error.msg}") from None
-
-
-def make_optimizer(spec: str | dict, learning_rate: float, clipnorm: float | None):
-    """The Keras optimizer a config's ``optimizer`` names, with ``learning_rate`` and global-norm
-    clipping ``clipnorm`` (``None``: none)."""
-    import keras
-
-    options = dict(spec) if isinstance(spec, dict) else {"class": spec}
-    name = options.pop("class").lower()
-    classes = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD, "rmsprop": keras.optimizers.RMSprop,
-               "nadam": keras.optimizers.Nadam, "adagrad": keras.optimizers.Adagrad,
-               "adadelta": keras.optimizers.Adadelta}
-    try:
-        return classes[name](learning_rate=learning_rate, global_clipnorm=clipnorm, **options)
-    except (TypeError, ValueError) as error:
-        raise NetworkConfigError(f"optimizer {name!r}: {error}") from None

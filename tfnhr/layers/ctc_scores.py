@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tfnhr.layers import DirectionSharedDense
+from tfnhr.layers.dense import DirectionSharedDense
 
 
 @keras.saving.register_keras_serializable(package="tfnhr")

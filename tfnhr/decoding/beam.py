@@ -1,15 +1,10 @@
-"""CTC decoding of a recognizer's per-column class scores into text.
+"""CTC prefix beam search, optionally with a word n-gram language model and/or a vocabulary.
 
-Scores are ``[T, C]`` float arrays, one row per output column (``T`` columns), ``C =
-charset.num_classes`` classes, class 0 the CTC blank; unnormalised logits or log-probabilities
-(only their log-softmax matters). Three decoders:
+:class:`BeamSearchDecoder` without ``lm_path`` finds the most probable text; with ``lm_path`` (a
+word n-gram model, see :mod:`tfnhr.lm`) and/or a ``vocabulary`` it scores each completed word with
+``alpha · ln p_LM + beta``. Scores as in :mod:`tfnhr.decoding.greedy`.
 
-* :func:`greedy_decode` — the best path: argmax per column, repeats collapsed, blanks dropped.
-* :class:`CtcDecoder` without ``lm_path`` — prefix beam search for the most probable text.
-* :class:`CtcDecoder` with ``lm_path`` (a word n-gram model, see :mod:`tfnhr.lm`) and/or a
-  ``vocabulary`` — beam search scoring each completed word with ``alpha · ln p_LM + beta``.
-
-The beam searches run on pyctcdecode. Its text is whitespace-normalised: ``" "`` separates words,
+The search runs on pyctcdecode. Its text is whitespace-normalised: ``" "`` separates words,
 runs of spaces count as one and leading/trailing spaces are dropped (greedy decoding keeps them).
 """
 
@@ -30,8 +25,9 @@ from pyctcdecode.decoder import BeamSearchDecoderCTC
 from pyctcdecode.language_model import AbstractLanguageModel, LanguageModel
 from pygtrie import CharTrie
 
-from tfnhr.charset import BLANK_INDEX, Charset
-from tfnhr.lm import BOS, EOS, UNK
+from tfnhr.charset import Charset
+from tfnhr.decoding.greedy import check_scores, log_softmax
+from tfnhr.lm.arpa import load_arpa
 
 OPEN_VOCABULARY_UNK_OFFSET = -10.0
 """Penalty of an out-of-vocabulary word (log10 units, scaled like LM scores: ``alpha · ln 10 ·``)
@@ -40,40 +36,7 @@ CLOSED_VOCABULARY_UNK_OFFSET = -1000.0
 """The same penalty with ``closed_vocabulary=True``: out-of-vocabulary words practically never win."""
 
 
-def log_softmax(scores: np.ndarray) -> np.ndarray:
-    """Log-probabilities of finite scores over the last axis (same shape and float dtype)."""
-    scores = np.asarray(scores)
-    if not np.issubdtype(scores.dtype, np.floating):
-        scores = scores.astype(np.float64)
-    shifted = scores - scores.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-
-
-def _check_scores(scores: np.ndarray, charset: Charset) -> np.ndarray:
-    """``scores`` as an array, after checking it is ``[T, charset.num_classes]`` and finite."""
-    scores = np.asarray(scores)
-    if scores.ndim != 2 or scores.shape[1] != charset.num_classes:
-        raise ValueError(f"scores must be [T, {charset.num_classes}] for a charset of {len(charset)} "
-                         f"characters plus the blank, got shape {scores.shape}")
-    if not np.all(np.isfinite(scores)):
-        raise ValueError("scores contain NaN or infinite values")
-    return scores
-
-
-def greedy_decode(scores: np.ndarray, charset: Charset) -> str:
-    """Best-path text of ``scores [T, C]``: argmax per column, repeats collapsed, blanks dropped."""
-    best = _check_scores(scores, charset).argmax(axis=1)
-    keep = best != BLANK_INDEX
-    keep[1:] &= best[1:] != best[:-1]
-    return charset.decode(best[keep])
-
-
-def greedy_decode_batch(scores: Sequence[np.ndarray], charset: Charset) -> list[str]:
-    """:func:`greedy_decode` of each ``[T_i, C]`` array."""
-    return [greedy_decode(s, charset) for s in scores]
-
-
-class CtcDecoder:
+class BeamSearchDecoder:
     """CTC prefix beam search, optionally with a word n-gram language model and/or a vocabulary.
 
     Args:
@@ -110,7 +73,7 @@ class CtcDecoder:
         words = None if vocabulary is None else {w for w in vocabulary if w}
         model = None
         if lm_path is not None:
-            model, arpa_words = _load_arpa(lm_path)
+            model, arpa_words = load_arpa(lm_path)
             words = arpa_words if words is None else words
         language_model: AbstractLanguageModel | None = None
         if words is not None:
@@ -131,7 +94,7 @@ class CtcDecoder:
 
     def decode(self, scores: np.ndarray) -> str:
         """Most probable text (with the LM/vocabulary, best combined score) of ``scores [T, C]``."""
-        scores = _check_scores(scores, self.charset)
+        scores = check_scores(scores, self.charset)
         if len(scores) == 0:
             return ""
         return self._decoder.decode(log_softmax(scores), beam_width=self.beam_width,
@@ -179,46 +142,6 @@ class _VocabularyModel(AbstractLanguageModel):
             return 0.0, None
         unknown = self.unk_score_offset if word not in self._words else 0.0
         return self.alpha * unknown * LOG_BASE_CHANGE_FACTOR + self.beta, None
-
-
-def _load_arpa(path: str | Path) -> tuple[kenlm.Model, set[str]]:
-    """The KenLM model of the ARPA file at ``path`` and its words (without ``<s>``, ``</s>``, ``<unk>``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"language model file not found: {path}")
-    words = _arpa_words(path)
-    if words is None:
-        raise ValueError(f"{path} is not an ARPA file (its first non-empty line must be \\data\\)")
-    config = kenlm.Config()
-    config.show_progress = False
-    try:
-        return kenlm.Model(str(path), config), words
-    except OSError as error:
-        raise ValueError(f"{path} is not a valid ARPA file: {error}") from error
-
-
-def _arpa_words(path: Path) -> set[str] | None:
-    """The unigrams of an ARPA file (without ``<s>``, ``</s>``, ``<unk>``); ``None`` if the file
-    does not start like ARPA (first non-empty line ``\\data\\``)."""
-    with open(path, "rb") as lines:
-        for line in lines:
-            if line.strip():
-                if line.strip() != b"\\data\\":
-                    return None
-                break
-        else:
-            return None
-        words = set()
-        in_unigrams = False
-        for line in lines:
-            line = line.strip()
-            if line.startswith(b"\\"):
-                if in_unigrams:
-                    break
-                in_unigrams = line == b"\\1-grams:"
-            elif in_unigrams and len(fields := line.split()) >= 2:  # log10 p, word[, log10 backoff]
-                words.add(fields[1].decode("utf-8"))
-    return words - {BOS, EOS, UNK}
 
 
 def _warn_unspellable(vocabulary: set[str], charset: Charset) -> None:

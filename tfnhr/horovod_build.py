@@ -1,19 +1,19 @@
-"""What this Horovod installation was built with, read from ``horovodrun --check-build``.
+"""What the installed Horovod was built with, read from ``horovodrun --check-build``; works
+without Horovod (``tfnhr info`` then says "horovod: not installed").
 
 Horovod 0.28.1's check marks PyTorch as available whenever ``import horovod.torch`` succeeds, and
 that import only warns when the PyTorch extension was never built; so a framework counts here only
 when its compiled extension library is present too.
 
-Run ``python -m horovod_jobs.build_info`` for a one-line summary.
+Run ``python -m tfnhr.horovod_build`` for a one-line summary.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-
-import horovod
 
 # Section heading in --check-build output -> our key.
 SECTIONS = {
@@ -25,9 +25,17 @@ SECTIONS = {
 FRAMEWORK_PACKAGES = {"TensorFlow": "tensorflow", "PyTorch": "torch", "MXNet": "mxnet"}
 
 
+NOT_INSTALLED = "not installed"
+
+
+def installed() -> bool:
+    """Whether the ``horovod`` package can be imported."""
+    return importlib.util.find_spec("horovod") is not None
+
+
 def extension_built(framework: str) -> bool:
     """Whether Horovod's compiled library for ``framework`` exists in the installation."""
-    package = Path(horovod.__file__).parent / FRAMEWORK_PACKAGES[framework]
+    package = Path(importlib.util.find_spec("horovod").origin).parent / FRAMEWORK_PACKAGES[framework]
     return any(package.glob("mpi_lib*.so"))
 
 
@@ -52,10 +60,13 @@ def check_build(horovodrun: Path | None = None) -> dict[str, list[str]]:
     return marked
 
 
-def summary(build: dict[str, list[str]]) -> str:
-    """One line, e.g. ``"frameworks: TensorFlow; controllers: MPI, Gloo"``."""
+def summary(build: dict[str, list[str]] | None) -> str:
+    """One line, e.g. ``"frameworks: TensorFlow; controllers: MPI, Gloo"`` (``None``:
+    :data:`NOT_INSTALLED`)."""
+    if build is None:
+        return NOT_INSTALLED
     return f"frameworks: {', '.join(build['frameworks'])}; controllers: {', '.join(build['controllers'])}"
 
 
 if __name__ == "__main__":
-    print(summary(check_build()))
+    print(summary(check_build() if installed() else None))

@@ -1,4 +1,5 @@
-"""Word n-gram language models for decoding, written as ARPA files (pure Python, no ``lmplz``).
+"""Estimating word n-gram language models for decoding (pure Python, no ``lmplz``); written as
+ARPA files by :mod:`tfnhr.lm.arpa`.
 
 The estimate is interpolated modified Kneser–Ney (Chen & Goodman 1998, as KenLM's ``lmplz``):
 
@@ -26,7 +27,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-BOS, EOS, UNK = "<s>", "</s>", "<unk>"
+from tfnhr.lm.arpa import BOS, EOS, UNK, write_arpa
+
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 """``D1, D2, D3+`` used for an order whose counts-of-counts give no valid estimate."""
 
@@ -81,7 +83,7 @@ def build_arpa(sentences: Iterable[str], order: int = 3, out_path: str | os.Path
         discounts[n] = estimate
     logprobs, backoffs = _estimate(adjusted, discounts, vocabulary_size=len(words) - 1)
     out_path = Path(out_path)
-    _write_arpa(out_path, words, logprobs, backoffs)
+    write_arpa(out_path, words, logprobs, backoffs)
     return {"path": str(out_path), "order": order, **stats,
             "ngrams": {n: len(logprobs[n]) for n in range(1, order + 1)},
             "discounts": discounts, "discount_fallback": fallback}
@@ -162,26 +164,3 @@ def _estimate(adjusted: dict, discounts: dict, vocabulary_size: int) -> tuple[di
         lower_probs = probs
     logprobs[1][(_BOS_ID,)] = _NEVER_LOG10
     return logprobs, backoffs
-
-
-def _write_arpa(path: Path, words: list[str], logprobs: dict, backoffs: dict) -> None:
-    """Write the model as an ARPA file (to a temporary file, renamed when complete)."""
-    order = max(logprobs)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-            out.write("\\data\\\n")
-            out.writelines(f"ngram {n}={len(logprobs[n])}\n" for n in range(1, order + 1))
-            for n in range(1, order + 1):
-                out.write(f"\n\\{n}-grams:\n")
-                bows = backoffs.get(n)  # none for the highest order
-                for gram in sorted(logprobs[n]):
-                    text = " ".join(words[i] for i in gram)
-                    if bows is None:
-                        out.write(f"{logprobs[n][gram]:.7g}\t{text}\n")
-                    else:
-                        out.write(f"{logprobs[n][gram]:.7g}\t{text}\t{bows.get(gram, 0.0):.7g}\n")
-            out.write("\n\\end\\\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

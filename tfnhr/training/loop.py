@@ -1,7 +1,8 @@
-"""Training a recognizer on a data set in IAM layout (what ``tfnhr train`` runs).
+"""Training a recognizer (what ``tfnhr train`` runs).
 
-Seed §VI: CTC loss, Adam (lr 0.005), gradient-norm clipping 10, :class:`~tfnhr.callbacks.LearningRateHalving`
-on validation CER/WER, at most 80 epochs, the best model kept.
+Wenniger et al. 2019, §VI: CTC loss, Adam (lr 0.005), gradient-norm clipping 10,
+:class:`~tfnhr.training.callbacks.LearningRateHalving` on validation CER/WER, at most 80 epochs,
+the best model kept.
 
 Files written to ``out``:
 ``best.keras`` (lowest validation CER; written atomically), ``last.keras`` + ``state.json`` (after
@@ -14,72 +15,47 @@ defaults are one process; ``horovod_jobs.train`` passes hooks that train on seve
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import keras
+import tensorflow as tf
 
 from tfnhr.charset import Charset
-
-if TYPE_CHECKING:
-    import keras
-    import tensorflow as tf
-
-    from tfnhr.callbacks import TimeLimit
-    from tfnhr.data.pipeline import TextImageSet
-    from tfnhr.ctc_model import CtcModel
+from tfnhr.data.dataset import make_dataset
+from tfnhr.data.samples import TextImageSet, drop_infeasible
+from tfnhr.data.sources import load_data_subset
+from tfnhr.models.config_network import build_config_network
+from tfnhr.models.ctc_model import CtcModel
+from tfnhr.models.recognizer import build_recognizer
+from tfnhr.models.saving import load_recognizer
+from tfnhr.network.errors import NetworkConfigError
+from tfnhr.training.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeLimit,
+                                      ValidationErrorRates)
+from tfnhr.training.options import TrainOptions
 
 RESUME_FILES = ("last.keras", "state.json")
 
 
-@dataclasses.dataclass
-class TrainOptions:
-    """What to train on and how; every field has the ``tfnhr train`` option of the same name.
-
-    ``height``: scale every image to this many rows (``None``: keep sizes). ``batch_pixels``:
-    pixel budget of one batch (after scaling). ``time_limit``: minutes after which training
-    stops at the end of the running epoch (``None``: no limit). ``max_train``/``max_val``: use
-    only the first N samples of each subset. ``network``: a config file's network description
-    (:mod:`tfnhr.network`), built instead of the preset recognizer; ``network_source`` names its
-    file. ``optimizer``: a name or mapping as in config files
-    (:func:`tfnhr.network.make_optimizer`); ``clipnorm``: global gradient-norm clip (``None``: none).
-    """
-
-    data: Path
-    out: Path = Path("runs/recognizer")
-    kind: str = "lines"
-    split: str = "official"
-    keep_err: bool = False
-    preset: str = "small"
-    mdlstm_units: tuple[int, ...] | None = None
-    conv_filters: tuple[int, ...] | None = None
-    block: tuple[tuple[int, int], ...] = ((2, 4), (2, 4))
-    dropout: float = 0.25
-    cell: str = "leaky_lp"
-    height: int | None = None
-    batch_pixels: int = 200_000
-    epochs: int = 80
-    learning_rate: float = 0.005
-    optimizer: str | dict = "adam"
-    clipnorm: float | None = 10.0
-    trigger: str = "either"
-    seed: int = 0
-    max_train: int | None = None
-    max_val: int | None = None
-    time_limit: float | None = None
-    resume: bool = False
-    verbose: int = 1
-    network: dict | None = None
-    network_source: str | None = None
+def make_optimizer(spec: str | dict, learning_rate: float, clipnorm: float | None):
+    """The Keras optimizer a config's ``optimizer`` names, with ``learning_rate`` and global-norm
+    clipping ``clipnorm`` (``None``: none)."""
+    options = dict(spec) if isinstance(spec, dict) else {"class": spec}
+    name = options.pop("class").lower()
+    classes = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD, "rmsprop": keras.optimizers.RMSprop,
+               "nadam": keras.optimizers.Nadam, "adagrad": keras.optimizers.Adagrad,
+               "adadelta": keras.optimizers.Adadelta}
+    try:
+        return classes[name](learning_rate=learning_rate, global_clipnorm=clipnorm, **options)
+    except (TypeError, ValueError) as error:
+        raise NetworkConfigError(f"optimizer {name!r}: {error}") from None
 
 
-def load_subset(options: TrainOptions, subset: str, limit: int | None):
+def load_subset(options: TrainOptions, subset: str, limit: int | None) -> TextImageSet:
     """The ``subset`` ("train"/"val"/"test") of the options' data (IAM folder or HDF5 file),
     images in memory."""
-    from tfnhr.data.sources import load_data_subset
-
     return load_data_subset(options.data, subset, kind=options.kind, split=options.split,
                             keep_err=options.keep_err, height=options.height, limit=limit,
                             progress=options.verbose > 0)
@@ -100,23 +76,15 @@ class TrainingHooks:
     def train_data(self, data: TextImageSet, charset: Charset, options: TrainOptions,
                    first_epoch: int) -> tf.data.Dataset:
         """The training batches: one pass per epoch, epochs counted from ``first_epoch``."""
-        from tfnhr.data.pipeline import make_dataset
-
         return make_dataset(data, charset, options.batch_pixels, shuffle=True, seed=options.seed,
                             first_epoch=first_epoch)
 
-    def validation(self, data: TextImageSet, charset: Charset, options: TrainOptions) -> keras.callbacks.Callback:
+    def validation(self, data: TextImageSet, options: TrainOptions) -> keras.callbacks.Callback:
         """The callback that adds ``val_cer``/``val_wer`` (of all of ``data``) to each epoch's logs."""
-        from tfnhr.callbacks import ValidationErrorRates
-        from tfnhr.data.pipeline import make_dataset
-
-        return ValidationErrorRates(make_dataset(data, charset, options.batch_pixels, shuffle=False),
-                                    data.texts, charset)
+        return ValidationErrorRates(data, options.batch_pixels)
 
     def time_limit(self, seconds: float) -> TimeLimit:
         """The callback that stops training after the epoch that passes ``seconds``."""
-        from tfnhr.callbacks import TimeLimit
-
         return TimeLimit(seconds)
 
     def callbacks(self, callbacks: list[keras.callbacks.Callback]) -> list[keras.callbacks.Callback]:
@@ -126,13 +94,6 @@ class TrainingHooks:
 
 def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     """Train (or resume) as ``options`` say; returns the summary (also in ``summary.json``)."""
-    import keras
-
-    from tfnhr.callbacks import BestCheckpoint, LearningRateHalving, ResumeState
-    from tfnhr.data.pipeline import drop_infeasible
-    from tfnhr.model import build_recognizer, load_recognizer
-    from tfnhr.network import build_config_network, make_optimizer
-
     hooks = hooks or TrainingHooks()
     started = time.monotonic()
     out = Path(options.out)
@@ -164,7 +125,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     train_set = drop_infeasible(train_set, charset, model.width_reduction)
     initial_epoch = state["epoch"] if state else 0
     train_data = hooks.train_data(train_set, charset, options, initial_epoch)
-    halving = LearningRateHalving(options.trigger, initial_state=state and state["halving"],
+    halving = LearningRateHalving(options.halve_on, initial_state=state and state["halving"],
                                   best_weights=best_weights)
     time_limit = hooks.time_limit(float("inf") if options.time_limit is None else 60 * options.time_limit)
     writers = [
@@ -173,7 +134,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         keras.callbacks.TensorBoard(str(out / "tensorboard"), write_graph=False, profile_batch=0),
         ResumeState(out, halving),
     ]
-    callbacks = hooks.callbacks([hooks.validation(val_set, charset, options), halving,
+    callbacks = hooks.callbacks([hooks.validation(val_set, options), halving,
                                  *(writers if hooks.writes else []), time_limit])
     if options.verbose:
         print(f"training {options.network_source or options.preset} recognizer ({model.count_params():,} parameters, "

@@ -18,18 +18,14 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import keras
 import tensorflow as tf
 
 from tfnhr.charset import Charset
-from tfnhr.ctc_model import CtcModel
+from tfnhr.models.ctc_model import CtcModel
 from tfnhr.network.classes import LAYER_CLASSES
 from tfnhr.network.plan import INPUT, NetworkConfigError, plan_network
-
-if TYPE_CHECKING:
-    from tfnhr.model import Recognizer
 
 
 @keras.saving.register_keras_serializable(package="tfnhr")
@@ -89,22 +85,6 @@ def concatenate_channels(tensors: Sequence[tf.RaggedTensor | tf.Tensor]) -> tf.R
         return tf.concat(tensors, axis=-1)
     first = tensors[0]
     return first.with_flat_values(tf.concat([t.flat_values for t in tensors], axis=-1))
-
-
-def copy_recognizer_weights(recognizer: Recognizer, network: ConfigNetwork) -> None:
-    """Put a hand-built :class:`~tfnhr.model.Recognizer`'s weights into ``network``, a config
-    network with its layer names (e.g. from the shipped ``small``/``large`` files): each layer's
-    into the layer of that name, the per-pixel ``scores`` into the ``ctc`` output's projection.
-    A trained preset model then carries on as a config network (to extend it, say).
-    ``ValueError`` if a layer is missing or its weights do not fit."""
-    for layer in recognizer.layers:
-        if not layer.weights:
-            continue
-        try:
-            target = network.get_layer(network.plan.output).dense if layer.name == "scores" else network.get_layer(layer.name)
-            target.set_weights(layer.get_weights())
-        except (AttributeError, ValueError) as error:
-            raise ValueError(f"the recognizer's layer {layer.name!r} has no counterpart in the network: {error}") from None
 
 
 def build_config_network(network: Mapping, charset: Charset, input_height: int | None = None) -> ConfigNetwork:

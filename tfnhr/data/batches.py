@@ -1,14 +1,21 @@
-"""Per-worker shards of a list of variable-size examples, and their split into batches.
+"""Which examples go together: batches under a pixel budget and per-worker shards (NumPy only).
 
-Seed ``no-padding-please-mdlstm-nhr.txt`` §IV-C: the example list is split into sub-lists of
-nearly equal *pixel* totals (not equal example counts), one per worker, so that workers finish
-their steps at about the same time. Synchronous training also needs every worker to take the
-same number of steps per epoch: the workers agree on one count
-(:func:`horovod_jobs.distributed.agreed_batch_count`) and each splits its shard into exactly that
-many batches with :func:`split_into_batches`.
+Variable-size examples are batched by their *pixels*, not by their count (Wenniger et al. 2019,
+§IV): big images make small batches, small ones large batches, and the packed canvases stay
+about the same size.
 
-Pure NumPy; no Horovod here, so every function is the same on every rank and testable in one
-process.
+* :func:`pixel_budget_batches` (inference) fills each batch up to the budget in the given order.
+* :func:`split_into_batches` cuts an order into a given number of batches of nearly equal pixel
+  sums; :func:`balanced_batches` (training) does it at :func:`steps_per_epoch`'s count, so every
+  epoch has the same number of steps whatever the shuffle (Keras counts an epoch's steps from the
+  first one and would otherwise drop batches or stop early).
+* :func:`shard_by_pixels` splits the examples over workers with nearly equal pixel totals
+  (Wenniger et al. 2019, §IV-C), so that workers finish their steps at about the same time; each
+  worker splits its shard with :func:`split_into_batches` into the :func:`steps_per_epoch` that
+  all workers share.
+
+Every function is deterministic and the same on every rank: one implementation serves one
+process and a Horovod job.
 """
 
 from __future__ import annotations
@@ -17,6 +24,52 @@ import heapq
 from collections.abc import Sequence
 
 import numpy as np
+
+
+def pixel_budget_batches(pixels: Sequence[int], budget: int, order: Sequence[int]) -> list[list[int]]:
+    """Split ``order`` (example indices) into consecutive batches of at most ``budget`` pixels.
+
+    An example larger than the budget forms a batch of its own. Every index appears once.
+    """
+    if budget < 1:
+        raise ValueError(f"the pixel budget must be positive, got {budget}")
+    batches, current, filled = [], [], 0
+    for index in order:
+        size = int(pixels[index])
+        if current and filled + size > budget:
+            batches.append(current)
+            current, filled = [], 0
+        current.append(int(index))
+        filled += size
+    if current:
+        batches.append(current)
+    return batches
+
+
+def steps_per_epoch(pixels: Sequence[int], budget: int, workers: int = 1) -> int:
+    """Batches per worker and epoch that keep every batch within ``budget`` pixels, the same for
+    every worker and epoch: ``min(ceil((total + (workers - 1) · largest) / (workers · (budget -
+    largest))), N)``.
+
+    :func:`shard_by_pixels` keeps every shard within ``(total + (workers - 1) · largest) /
+    workers`` pixels (its shards differ by at most the largest example; one worker's shard is
+    everything), and :func:`split_into_batches` makes batches of at most ``shard / n + largest``
+    pixels, so each batch stays within the budget. Never more batches than examples.
+
+    Raises ``ValueError`` unless the budget holds two of the largest example."""
+    largest, total = int(max(pixels)), int(sum(pixels))
+    if budget < 2 * largest:
+        raise ValueError(f"the pixel budget {budget} must hold two of the largest example ({largest} "
+                         "pixels): raise the budget (--batch-pixels) or scale the images down (--height)")
+    return min(-(-(total + (workers - 1) * largest) // (workers * (budget - largest))), len(pixels))
+
+
+def balanced_batches(pixels: Sequence[int], budget: int, order: Sequence[int]) -> list[list[int]]:
+    """Split ``order`` (every example index once) into exactly :func:`steps_per_epoch` consecutive
+    batches of nearly equal pixel sums, each at most ``budget`` (:func:`split_into_batches`)."""
+    if len(order) != len(pixels):
+        raise ValueError(f"the order has {len(order)} indices for {len(pixels)} examples")
+    return split_into_batches(pixels, order, steps_per_epoch(pixels, budget))
 
 
 def shard_by_pixels(pixels: Sequence[int], n_workers: int, seed: int, epoch: int) -> list[list[int]]:
@@ -66,10 +119,9 @@ def split_into_batches(pixels: Sequence[int], order: Sequence[int], n_batches: i
     of nearly equal pixel sums.
 
     Batch ``b`` takes the examples whose pixel range in ``order`` starts in
-    ``[b, b + 1) * total / n_batches`` (at most ``total / n_batches + largest`` pixels, the rule
-    of :func:`tfnhr.data.pipeline.balanced_batches`, which picks its own count from a pixel
-    budget instead); where that would leave a batch empty (examples wider than
-    ``total / n_batches``), cut points move by the fewest examples needed to give every batch one.
+    ``[b, b + 1) * total / n_batches`` (at most ``total / n_batches + largest`` pixels); where
+    that would leave a batch empty (examples wider than ``total / n_batches``), cut points move
+    by the fewest examples needed to give every batch one.
 
     Args:
       pixels: pixel count of each example, indexed by the values in ``order`` (``[N]``, any N).

@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 
 from tfnhr.charset import Charset
-from tfnhr.ctc_model import CtcModel
+from tfnhr.models.ctc_model import CtcModel
 from tfnhr.layers import BlockConv2D, DirectionSharedDense, MDLSTM2D
 
 PRESETS: dict[str, dict] = {
@@ -34,7 +34,7 @@ class Recognizer(CtcModel):
     """The MDLSTM recognizer; build it with :func:`build_recognizer`.
 
     Args:
-      charset, input_height: see :class:`~tfnhr.ctc_model.CtcModel`.
+      charset, input_height: see :class:`~tfnhr.models.ctc_model.CtcModel`.
       mdlstm_units: hidden units per direction of the three MDLSTM levels.
       conv_filters: filters of the two block convolutions (tanh).
       block: ``(bh, bw)`` kernel = stride of both block convolutions (pixels), or two such pairs.
@@ -147,23 +147,4 @@ def build_recognizer(
         conv_filters=PRESETS[preset]["conv_filters"] if conv_filters is None else conv_filters,
         block=block, dropout=dropout, cell=cell, packing=packing, input_height=input_height)
     model.build()
-    return model
-
-
-def load_recognizer(path) -> CtcModel:
-    """A recognizer saved with ``model.save(path)`` (``.keras``): a :class:`Recognizer` or a
-    :class:`~tfnhr.network.ConfigNetwork`. Use this rather than ``keras.models.load_model`` in a
-    fresh process: it registers the classes the file names.
-
-    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a file that holds no
-    recognizer."""
-    from pathlib import Path
-
-    import tfnhr.network.model  # noqa: F401  (registers ConfigNetwork and its layers)
-
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: no such model file")
-    model = keras.models.load_model(path)
-    if not isinstance(model, CtcModel):
-        raise ValueError(f"{path} holds a {type(model).__name__}, not a tfnhr recognizer")
     return model

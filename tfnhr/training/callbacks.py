@@ -1,4 +1,4 @@
-"""Keras callbacks of the recognizer's training (seed §VI).
+"""Keras callbacks of the recognizer's training (Wenniger et al. 2019, §VI).
 
 Put :class:`ValidationErrorRates` first in the callback list: it adds ``val_cer``/``val_wer`` to
 the epoch logs that the callbacks after it (:class:`LearningRateHalving`,
@@ -15,41 +15,35 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from tfnhr.charset import Charset
-from tfnhr.metrics import error_rate
-
-TRIGGERS = ("either", "both", "cer", "wer", "never")
-
-
-def transcribe(model: keras.Model, dataset, charset: Charset) -> list[str]:
-    """Greedy (best-path) transcriptions of every ``(images, labels)`` batch of ``dataset``, in order."""
-    from tfnhr.decoding import greedy_decode_batch
-
-    texts = []
-    for images, _ in dataset:
-        scores = model(images, training=False)
-        texts += greedy_decode_batch([s.numpy() for s in scores], charset)
-    return texts
+from tfnhr.choices import DEFAULT_BATCH_PIXELS, HALVE_ON
+from tfnhr.data.samples import TextImageSet
+from tfnhr.inference import Transcriber
+from tfnhr.metrics import rates_of_counts, summed_error_counts
 
 
 class ValidationErrorRates(keras.callbacks.Callback):
-    """After every epoch: greedy-decode ``dataset`` and log ``val_cer`` and ``val_wer`` (ratios).
+    """After every epoch: greedy-decode ``data``'s images and log ``val_cer`` and ``val_wer``
+    (ratios) against its texts.
 
     Args:
-      dataset: unshuffled ``(images, labels)`` batches whose order matches ``references``.
-      references: the transcriptions.
-      charset: the model's charset.
+      data: the validation images and transcriptions.
+      batch_pixels: pixel budget of one model call.
     """
 
-    def __init__(self, dataset, references: list[str], charset: Charset) -> None:
+    def __init__(self, data: TextImageSet, batch_pixels: int = DEFAULT_BATCH_PIXELS) -> None:
         super().__init__()
-        self.dataset, self.references, self.charset = dataset, references, charset
+        self.data, self.batch_pixels = data, batch_pixels
+
+    def error_counts(self) -> list[float]:
+        """The four error and length totals (:func:`tfnhr.metrics.summed_error_counts`) of the
+        model's greedy transcriptions of ``data``; a subclass may combine them over workers."""
+        hypotheses = Transcriber(self.model, batch_pixels=self.batch_pixels).transcribe(self.data.images)
+        return summed_error_counts(self.data.texts, hypotheses)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        hypotheses = transcribe(self.model, self.dataset, self.charset)
+        cer, wer = rates_of_counts(self.error_counts())
         if logs is not None:
-            logs["val_cer"] = error_rate(self.references, hypotheses, "char")
-            logs["val_wer"] = error_rate(self.references, hypotheses, "word")
+            logs["val_cer"], logs["val_wer"] = cer, wer
 
 
 def reset_optimizer_state(optimizer: keras.optimizers.Optimizer) -> None:
@@ -65,11 +59,11 @@ def reset_optimizer_state(optimizer: keras.optimizers.Optimizer) -> None:
 
 
 class LearningRateHalving(keras.callbacks.Callback):
-    """The seed's schedule: when the validation error gets worse than at the best epoch so far,
+    """The learning-rate schedule of Wenniger et al. 2019, §VI: when the validation error gets worse than at the best epoch so far,
     halve the learning rate, reset the optimizer state and restore the best epoch's weights.
 
     Args:
-      trigger: ``"either"`` (CER or WER worse than the best epoch's, the default), ``"both"``
+      halve_on: ``"either"`` (CER or WER worse than the best epoch's, the default), ``"both"``
         (both worse), ``"cer"`` or ``"wer"`` alone, ``"never"`` (a constant rate; the best
         epoch is still tracked for the checkpoint). The best epoch is the one with the lowest
         (CER, WER), compared in that order; an epoch that becomes the new best never halves
@@ -81,12 +75,12 @@ class LearningRateHalving(keras.callbacks.Callback):
     :meth:`state` / ``initial_state`` and ``best_weights`` (the best epoch's weights).
     """
 
-    def __init__(self, trigger: str = "either", min_learning_rate: float = 1e-6,
+    def __init__(self, halve_on: str = "either", min_learning_rate: float = 1e-6,
                  initial_state: dict | None = None, best_weights: list[np.ndarray] | None = None) -> None:
         super().__init__()
-        if trigger not in TRIGGERS:
-            raise ValueError(f"trigger must be one of {TRIGGERS}, got {trigger!r}")
-        self.trigger, self.min_learning_rate = trigger, min_learning_rate
+        if halve_on not in HALVE_ON:
+            raise ValueError(f"halve_on must be one of {HALVE_ON}, got {halve_on!r}")
+        self.halve_on, self.min_learning_rate = halve_on, min_learning_rate
         state = initial_state or {}
         self.best: dict | None = state.get("best")
         self.halvings: list[int] = list(state.get("halvings", []))
@@ -101,7 +95,7 @@ class LearningRateHalving(keras.callbacks.Callback):
     def _worse(self, cer: float, wer: float) -> bool:
         cer_worse, wer_worse = cer > self.best["val_cer"], wer > self.best["val_wer"]
         return {"either": cer_worse or wer_worse, "both": cer_worse and wer_worse,
-                "cer": cer_worse, "wer": wer_worse, "never": False}[self.trigger]
+                "cer": cer_worse, "wer": wer_worse, "never": False}[self.halve_on]
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         logs = logs if logs is not None else {}

@@ -1,0 +1,60 @@
+"""The names that options may take (and the defaults that several places share), in one place,
+free of TensorFlow.
+
+The library checks values against these and the command lines offer them as ``choices`` (so
+``--help`` needs no TensorFlow). A name added here must be handled where the tuple is used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CELLS = ("leaky_lp", "leaky_lp_new_state", "lstm")
+"""MDLSTM cells (:mod:`tfnhr.layers.mdlstm_cells`): Leaky LP (Wenniger et al. 2019, §III), Leaky LP
+computing its new state, and the plain MDLSTM cell."""
+
+PACKING_MODES = ("examples", "pad")
+"""How :class:`~tfnhr.layers.MDLSTM2D` batches examples: packed onto canvases, or padded."""
+
+MODEL_PRESETS = ("small", "large")
+"""The hand-built recognizer's sizes (Wenniger et al. 2019, §VII)."""
+
+KINDS = ("lines", "words")
+"""Line or word images of a data set in IAM layout."""
+
+SUBSETS = ("train", "val", "test")
+"""The subsets of a data set."""
+
+SOURCES = ("iam", "synthetic")
+"""What ``tfnhr convert --from`` reads: a folder in IAM layout, or one that ``tfnhr synth`` wrote."""
+
+COMPRESSIONS = ("none", "gzip")
+"""Pixel compressions of HDF5 text-image files."""
+
+HALVE_ON = ("either", "both", "cer", "wer", "never")
+"""When the learning rate is halved (Wenniger et al. 2019, §VI): when the validation CER or WER
+(either), both, one of them, or never (a constant rate) gets worse than the best epoch's."""
+
+SCHEDULES = {"halve_on_either": "either", "halve_on_both": "both", "halve_on_cer": "cer",
+             "halve_on_wer": "wer", "constant": "never"}
+"""A config file's ``schedule`` names -> the :data:`HALVE_ON` rule."""
+
+OPTIMIZERS = ("adam", "sgd", "rmsprop", "nadam", "adagrad", "adadelta")
+"""Optimizer names of config files and ``--optimizer``."""
+
+DECODERS = ("greedy", "beam", "beam+lm")
+"""CTC decoders (:func:`tfnhr.decoding.make_decoder`)."""
+
+SYNC_MODES = ("gradients", "average")
+"""How Horovod workers keep in step: gradients averaged every step, or model averaging."""
+
+DEFAULT_BATCH_PIXELS = 400_000
+"""Pixel budget of one inference batch (evaluate, recognize, serve, dump)."""
+
+SHIPPED_CONFIGS = Path(__file__).parent / "network" / "configs"
+"""The folder of the network config files that come with tfnhr."""
+
+
+def shipped_configs() -> list[str]:
+    """Names of the config files that come with tfnhr (``small``, ``large``, ...)."""
+    return sorted(path.stem for path in SHIPPED_CONFIGS.glob("*.json"))

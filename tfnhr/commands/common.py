@@ -1,0 +1,97 @@
+"""What the ``tfnhr`` sub-commands share: argument types, argument groups (data, decoder) and the
+one error wrapper. Only :mod:`tfnhr.choices` is imported at the top, so ``--help`` needs no
+TensorFlow."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tfnhr.choices import DECODERS, KINDS
+
+USER_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, ValueError)
+"""What a command reports as one line with exit status 2 (bad input, not a bug)."""
+
+
+def reports_errors(command: str, errors: tuple[type[Exception], ...] = USER_ERRORS
+                   ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """Decorate a command's ``run(args)``: ``errors`` it raises are printed as one line
+    ``tfnhr COMMAND: error: MESSAGE`` on stderr and make the exit status 2."""
+
+    def decorate(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        @functools.wraps(run)
+        def wrapped(args: argparse.Namespace) -> int:
+            try:
+                return run(args)
+            except errors as error:
+                message = " ".join(str(error).splitlines())
+                print(f"tfnhr {command}: error: {message}", file=sys.stderr)
+                return 2
+
+        return wrapped
+
+    return decorate
+
+
+def size_pair(text: str) -> tuple[int, int]:
+    """``"2x4"`` -> ``(2, 4)`` (block height x width, pixels)."""
+    try:
+        height, width = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HxW such as 2x4, got {text!r}") from None
+    if height < 1 or width < 1:
+        raise argparse.ArgumentTypeError(f"block sizes must be positive, got {text!r}")
+    return height, width
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """``"2,10,50"`` -> ``(2, 10, 50)``."""
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options that select data in IAM layout or an HDF5 file (train, evaluate, dump)."""
+    parser.add_argument("--data", type=Path, required=True,
+                        help="folder in IAM layout (ascii/, lines/ or words/, split files), or an "
+                             ".h5/.hdf5 file from tfnhr convert (--kind, --split and --keep-err were "
+                             "fixed when it was converted)")
+    parser.add_argument("--kind", choices=KINDS, default="lines", help="line or word images")
+    parser.add_argument("--split", default="official",
+                        help="'official' (largeWriterIndependentTextLineRecognitionTask/) or a folder "
+                             "with train/valid/test id lists (e.g. the 6161/966/2915 split of Wenniger "
+                             "et al. 2019)")
+    parser.add_argument("--keep-err", action="store_true", help="keep rows whose IAM segmentation is 'err'")
+
+
+def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
+    """Beam-search/LM options (evaluate, recognize, serve)."""
+    parser.add_argument("--lm", type=Path, default=None, help="ARPA word n-gram model (tfnhr lm build)")
+    parser.add_argument("--beam-width", type=int, default=25, help="hypotheses kept per column")
+    parser.add_argument("--alpha", type=float, default=0.5, help="LM weight")
+    parser.add_argument("--beta", type=float, default=1.0, help="word insertion bonus")
+    parser.add_argument("--closed-vocabulary", action="store_true",
+                        help="only words of the LM's vocabulary may be output")
+
+
+def add_decoder_choice(parser: argparse.ArgumentParser) -> None:
+    """``--decoder`` (default beam+lm with ``--lm``, else greedy) and the beam/LM options
+    (recognize, serve)."""
+    add_decoder_arguments(parser)
+    parser.add_argument("--decoder", choices=DECODERS, default=None,
+                        help="default: beam+lm with --lm, else greedy")
+
+
+def decoder_from_args(name: str | None, args: argparse.Namespace, charset):
+    """The decoder ``name`` (``None``: beam+lm with ``--lm``, else greedy) configured by the
+    beam/LM arguments (:func:`tfnhr.decoding.make_decoder`)."""
+    from tfnhr.decoding import make_decoder
+
+    name = name or ("beam+lm" if args.lm else "greedy")
+    return make_decoder(name, charset, beam_width=args.beam_width, lm=args.lm, alpha=args.alpha, beta=args.beta,
+                        closed_vocabulary=args.closed_vocabulary)

@@ -1,0 +1,51 @@
+"""CTC decoders: per-column class scores ``[T, C]`` -> text.
+
+* :class:`GreedyDecoder` (:func:`greedy_decode`) — the best path: argmax per column, repeats
+  collapsed, blanks dropped.
+* :class:`BeamSearchDecoder` — prefix beam search, optionally with a word n-gram LM
+  (:mod:`tfnhr.lm`) and/or a vocabulary.
+
+Every decoder has ``decode(scores)`` and ``decode_batch(scores_list)``; :func:`make_decoder`
+builds one by its name in :data:`tfnhr.choices.DECODERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from tfnhr.charset import Charset
+from tfnhr.choices import DECODERS
+from tfnhr.decoding.beam import BeamSearchDecoder
+from tfnhr.decoding.greedy import GreedyDecoder, greedy_decode, greedy_decode_batch, log_softmax
+
+
+class Decoder(Protocol):
+    """What :class:`~tfnhr.inference.Transcriber` and :func:`tfnhr.evaluation.evaluate` decode with."""
+
+    def decode_batch(self, scores_list: Sequence[np.ndarray]) -> list[str]:
+        """One text per ``[T_i, C]`` score array."""
+
+
+def make_decoder(name: str, charset: Charset, beam_width: int = 25, lm: str | Path | None = None,
+                 alpha: float = 0.5, beta: float = 1.0, closed_vocabulary: bool = False) -> Decoder:
+    """The decoder ``name`` (one of :data:`~tfnhr.choices.DECODERS`): ``greedy``, ``beam`` (no LM)
+    or ``beam+lm`` (the ARPA file ``lm``, weight ``alpha``, word bonus ``beta``). ``ValueError``
+    for an unknown name or ``beam+lm`` without ``lm``."""
+    if name not in DECODERS:
+        raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {name!r}")
+    if name == "greedy":
+        return GreedyDecoder(charset)
+    if name == "beam":
+        return BeamSearchDecoder(charset, beam_width=beam_width)
+    if lm is None:
+        raise ValueError("the beam+lm decoder needs --lm (an ARPA file from tfnhr lm build)")
+    return BeamSearchDecoder(charset, beam_width=beam_width, lm_path=lm, alpha=alpha, beta=beta,
+                             closed_vocabulary=closed_vocabulary)
+
+
+__all__ = ["Decoder", "make_decoder", "GreedyDecoder", "BeamSearchDecoder", "greedy_decode", "greedy_decode_batch",
+           "log_softmax"]

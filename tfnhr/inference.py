@@ -1,0 +1,70 @@
+"""Running a trained recognizer on images: the one place that scales, batches by pixels and runs
+the model (used by ``tfnhr evaluate``/``recognize``/``serve``/``dump``, the validation callback,
+the main job and notebooks).
+
+Images are uint8 gray ``[H_i, W_i]`` (0 = ink), any size; they are scaled to the model's
+``input_height`` (if it has one) and run in batches of at most ``batch_pixels`` pixels, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tfnhr.choices import DEFAULT_BATCH_PIXELS
+from tfnhr.data.batches import pixel_budget_batches
+from tfnhr.data.dataset import ragged_batch
+from tfnhr.data.images import scale_to_height
+from tfnhr.decoding import Decoder, GreedyDecoder, log_softmax
+from tfnhr.models.ctc_model import CtcModel
+
+def confidence(scores: np.ndarray) -> float:
+    """Best-path probability per column, geometric mean over the columns (in (0, 1]) of one
+    image's column scores ``[T, K]``."""
+    if len(scores) == 0:
+        return 1.0
+    return float(np.exp(log_softmax(scores).max(axis=-1).mean()))
+
+
+class Transcriber:
+    """A recognizer with its decoder and batch size, from gray images to column scores and texts.
+
+    Args:
+      model: a trained :class:`~tfnhr.models.CtcModel`.
+      decoder: how scores become text (:func:`tfnhr.decoding.make_decoder`); default greedy.
+      batch_pixels: pixel budget of one model call (an image larger than it runs alone).
+    """
+
+    def __init__(self, model: CtcModel, decoder: Decoder | None = None,
+                 batch_pixels: int = DEFAULT_BATCH_PIXELS) -> None:
+        if batch_pixels < 1:
+            raise ValueError(f"the pixel budget must be positive, got {batch_pixels}")
+        self.model, self.batch_pixels = model, batch_pixels
+        self.decoder = decoder if decoder is not None else GreedyDecoder(model.charset)
+
+    def batches(self, grays: Sequence[np.ndarray]) -> Iterator[tuple[list[int], tf.RaggedTensor]]:
+        """``(indices, images)`` per batch: the images' positions in ``grays`` and the scaled images
+        as ragged ``[B, (H), (W), 1]`` float32 ink, in order."""
+        scaled = [scale_to_height(gray, self.model.input_height) for gray in grays]
+        for batch in pixel_budget_batches([gray.size for gray in scaled], self.batch_pixels, range(len(scaled))):
+            images, _ = ragged_batch([scaled[i] for i in batch], [[] for _ in batch])
+            yield batch, images
+
+    def scores(self, grays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Per-image column scores ``[T_i, K]`` (float32 logits), in order."""
+        scores: list[np.ndarray | None] = [None] * len(grays)
+        for batch, images in self.batches(grays):
+            for index, example_scores in zip(batch, self.model(images, training=False)):
+                scores[index] = example_scores.numpy()
+        return scores
+
+    def transcribe(self, grays: Sequence[np.ndarray]) -> list[str]:
+        """One decoded text per image, in order."""
+        return self.decoder.decode_batch(self.scores(grays))
+
+    def recognize(self, grays: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        """``(text, confidence)`` per image, in order (:func:`confidence` of its scores)."""
+        scores = self.scores(grays)
+        return list(zip(self.decoder.decode_batch(scores), map(confidence, scores)))

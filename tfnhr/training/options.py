@@ -1,0 +1,81 @@
+"""What a recognizer training run is told: :class:`TrainOptions`, resolved from defaults < a
+config file's training parameters < options given (:func:`resolve_options`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+
+from tfnhr.choices import SCHEDULES
+from tfnhr.network.config_file import NetworkConfig
+
+CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gradient_clip": "clipnorm",
+                 "batch_pixels": "batch_pixels", "schedule": "halve_on", "epochs": "epochs", "height": "height",
+                 "seed": "seed"}
+"""Training keys of a config file -> the :class:`TrainOptions` field they set."""
+
+MODEL_FIELDS = ("preset", "mdlstm_units", "conv_filters", "block", "dropout", "cell")
+"""Fields that describe the hand-built recognizer; a config file describes the network instead."""
+
+
+@dataclasses.dataclass
+class TrainOptions:
+    """What to train on and how; every field has the ``tfnhr train`` option of the same name.
+
+    ``height``: scale every image to this many rows (``None``: keep sizes). ``batch_pixels``:
+    pixel budget of one batch (after scaling). ``time_limit``: minutes after which training
+    stops at the end of the running epoch (``None``: no limit). ``max_train``/``max_val``: use
+    only the first N samples of each subset. ``network``: a config file's network description
+    (:mod:`tfnhr.network`), built instead of the preset recognizer; ``network_source`` names its
+    file. ``optimizer``: a name or mapping as in config files
+    (:func:`make_optimizer`); ``clipnorm``: global gradient-norm clip (``None``: none). ``halve_on``:
+    when the learning rate is halved (:data:`tfnhr.choices.HALVE_ON`).
+    """
+
+    data: Path
+    out: Path = Path("runs/recognizer")
+    kind: str = "lines"
+    split: str = "official"
+    keep_err: bool = False
+    preset: str = "small"
+    mdlstm_units: tuple[int, ...] | None = None
+    conv_filters: tuple[int, ...] | None = None
+    block: tuple[tuple[int, int], ...] = ((2, 4), (2, 4))
+    dropout: float = 0.25
+    cell: str = "leaky_lp"
+    height: int | None = None
+    batch_pixels: int = 200_000
+    epochs: int = 80
+    learning_rate: float = 0.005
+    optimizer: str | dict = "adam"
+    clipnorm: float | None = 10.0
+    halve_on: str = "either"
+    seed: int = 0
+    max_train: int | None = None
+    max_val: int | None = None
+    time_limit: float | None = None
+    resume: bool = False
+    verbose: int = 1
+    network: dict | None = None
+    network_source: str | None = None
+
+
+def resolve_options(defaults: Mapping, config: NetworkConfig | None, given: Mapping,
+                    names: Mapping[str, str] | None = None) -> TrainOptions:
+    """:class:`TrainOptions` from ``defaults`` (fields every run sets: ``data``, ``out``, ...),
+    then ``config``'s training parameters and network (if any), then ``given`` (fields a user set
+    explicitly, e.g. from flags); later ones win. ``ValueError`` for ``given`` model fields
+    combined with a config (it describes the network), naming the field as ``names`` says (the
+    caller's name for it, e.g. its flag)."""
+    values = dict(defaults)
+    if config is not None:
+        model_fields = [field for field in MODEL_FIELDS if field in given]
+        if model_fields:
+            name = (names or {}).get(model_fields[0], model_fields[0])
+            raise ValueError(f"the config file {config.source} describes the network; {name} cannot be combined with it")
+        values.update(network=config.network, network_source=str(config.source))
+        values.update({CONFIG_FIELDS[key]: SCHEDULES[value] if key == "schedule" else value
+                       for key, value in config.training.items()})
+    values.update(given)
+    return TrainOptions(**values)
