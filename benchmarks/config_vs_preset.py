@@ -14,34 +14,20 @@ after ``--warmup`` untimed ones that trace); the figure is the median wall secon
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import time
-from pathlib import Path
+import sys
+
+import _harness
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=8, help="line images per step")
-    parser.add_argument("--height", type=int, default=32, help="image height (px)")
-    parser.add_argument("--rounds", type=int, default=5, help="timed steps per model")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (tracing)")
-    parser.add_argument("--threads", type=int, default=1, help="TensorFlow intra- and inter-op threads")
-    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
-    return parser.parse_args(argv)
-
-
-def main(argv=None) -> dict:
-    args = parse_args(argv)
+def measure(args: argparse.Namespace) -> dict:
     import keras
     import numpy as np
-    import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    tf = _harness.set_threads(args.threads)
     from tfnhr.charset import Charset
-    from tfnhr.model import build_recognizer
-    from tfnhr.network import build_config_network, copy_recognizer_weights, load_config
+    from tfnhr.models import build_config_network, build_recognizer, copy_recognizer_weights
+    from tfnhr.network import load_config
 
     rng = np.random.default_rng(0)
     charset = Charset.from_texts(["abcdefghijklmnopqrstuvwxyz "])
@@ -53,32 +39,30 @@ def main(argv=None) -> dict:
     preset = build_recognizer(charset, preset="small", block=(2, 4))
     config = build_config_network(load_config("small").network, charset)
     copy_recognizer_weights(preset, config)
+    data = iter(lambda: (images, labels), None)
     steps = {}
     for name, model in (("preset", preset), ("config", config)):
         model.compile(optimizer=keras.optimizers.Adam(0.005, global_clipnorm=10.0))
         model.make_train_function()
-        steps[name] = model.train_function
-    data = iter(lambda: (images, labels), None)
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for round_number in range(args.warmup + args.rounds):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            float(step(data)["loss"])
-            if round_number >= args.warmup:
-                times[name].append(time.perf_counter() - start)
+        steps[name] = lambda step=model.train_function: float(step(data)["loss"])
+    times = {name: measured.wall for name, measured in _harness.interleaved(steps, args.rounds, args.warmup).items()}
     seconds = {name: statistics.median(values) for name, values in times.items()}
     ratio = seconds["config"] / seconds["preset"]
     pixels = int(args.height * widths.sum())
     for name, value in seconds.items():
         print(f"{name:7s} {value:7.3f} s/step  ({pixels / value:,.0f} px/s)")
     print(f"config / preset step time: {ratio:.3f}")
-    report = {"batch": args.batch, "height": args.height, "pixels_per_step": pixels, "threads": args.threads,
-              "rounds": args.rounds, "seconds_per_step": seconds, "all_seconds": times, "config_over_preset": ratio}
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2))
-    return report
+    return {"batch": args.batch, "height": args.height, "pixels_per_step": pixels, "threads": args.threads,
+            "rounds": args.rounds, "seconds_per_step": seconds, "all_seconds": times, "config_over_preset": ratio}
+
+
+def main(argv=None) -> int:
+    parser = _harness.parser(__doc__, rounds=5)
+    parser.add_argument("--batch", type=int, default=8, help="line images per step")
+    parser.add_argument("--height", type=int, default=32, help="image height (px)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (tracing)")
+    return _harness.main(measure, parser.parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

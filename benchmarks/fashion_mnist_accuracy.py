@@ -3,8 +3,9 @@
 Each model trains on the real Fashion-MNIST (60k/10k, local IDX files: ``apt-get install
 dataset-fashion-mnist``) with Adam (lr 1e-3, × 0.9 per epoch, batch 100, as the public CapsNet
 code) for ``--minutes`` of training wall time; the full test set is scored after every epoch and
-when the budget ends (scoring time is not counted). The seed's Table I reports 92.63 % (MLCN,
-8 lanes × width 4) and 91.30 % (CapsNet) after full training on GPUs.
+when the budget ends (scoring time is not counted). Rosario et al. 2019, Table I, report
+92.63 % (MLCN, 8 lanes × width 4) and 91.30 % (CapsNet, Sabour et al. 2017) after full training
+on GPUs.
 
     python benchmarks/fashion_mnist_accuracy.py --minutes 12 --out build/bench/fashion_mnist_accuracy.json
 """
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
-from pathlib import Path
 
+import _harness
 from capsnet.environment import prefer_onednn
 
 ONEDNN = prefer_onednn()  # before keras imports TensorFlow
@@ -48,20 +50,6 @@ class TrainingBudget(keras.callbacks.Callback):
         return self.spent >= self.seconds
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=12.0, help="training wall time per model")
-    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {list(MODELS)}")
-    parser.add_argument("--batch", type=int, default=100)
-    parser.add_argument("--threads", type=int, default=0, help="TensorFlow intra/inter-op threads (0: all cores)")
-    parser.add_argument("--limit-train", type=int, help="first N training images only (smoke runs)")
-    parser.add_argument("--limit-test", type=int, help="first N test images only (smoke runs)")
-    parser.add_argument("--data-dir", help="folder with the four Fashion-MNIST IDX files")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
-    return parser.parse_args(argv)
-
-
 def train_for_budget(model, data, batch: int, seconds: float, seed: int) -> dict:
     """Train until ``seconds`` of training time are spent; score the test set after every epoch."""
     from capsnet.data import to_dataset
@@ -84,13 +72,8 @@ def train_for_budget(model, data, batch: int, seconds: float, seed: int) -> dict
             "test_accuracy": curve[-1]["test_accuracy"], "best_test_accuracy": max(c["test_accuracy"] for c in curve)}
 
 
-def main(argv=None) -> dict:
-    args = parse_args(argv)
-    import tensorflow as tf
-
-    if args.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+def measure(args: argparse.Namespace) -> dict:
+    _harness.set_threads(args.threads)
     from capsnet.data import load_dataset
     from capsnet.models import build_capsnet, build_mlcn
 
@@ -109,15 +92,22 @@ def main(argv=None) -> dict:
         for name, figures in results.items():
             figures["accuracy_minus_capsnet"] = figures["test_accuracy"] - results["capsnet"]["test_accuracy"]
             figures["steps_ratio_vs_capsnet"] = figures["steps"] / max(results["capsnet"]["steps"], 1)
-    report = {"onednn": ONEDNN, "minutes_per_model": args.minutes, "batch": args.batch,
-              "train_examples": len(data.x_train),
-              "test_examples": len(data.x_test), "models": results}
     print(json.dumps({k: {"test_accuracy": v["test_accuracy"], "steps": v["steps"]} for k, v in results.items()}))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2))
-    return report
+    return {"onednn": ONEDNN, "minutes_per_model": args.minutes, "batch": args.batch,
+            "train_examples": len(data.x_train), "test_examples": len(data.x_test), "models": results}
+
+
+def main(argv=None) -> int:
+    parser = _harness.parser(__doc__, threads=0, threads_help="TensorFlow intra- and inter-op threads (0: all cores)")
+    parser.add_argument("--minutes", type=float, default=12.0, help="training wall time per model")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {list(MODELS)}")
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--limit-train", type=int, help="first N training images only (smoke runs)")
+    parser.add_argument("--limit-test", type=int, help="first N test images only (smoke runs)")
+    parser.add_argument("--data-dir", help="folder with the four Fashion-MNIST IDX files")
+    parser.add_argument("--seed", type=int, default=0)
+    return _harness.main(measure, parser.parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

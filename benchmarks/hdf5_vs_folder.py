@@ -9,7 +9,7 @@ The script writes a synthetic set (``tfnhr synth --train N``, via
 1. **load**: :func:`tfnhr.data.sources.load_data_subset` of the train subset from the folder
    (one PNG decode per image) and from each file (one read, sliced); the three results are
    checked to be equal (ids, texts, pixels);
-2. **epoch**: iterating one epoch of :func:`tfnhr.data.pipeline.make_dataset` batches (shuffled,
+2. **epoch**: iterating one epoch of :func:`tfnhr.data.dataset.make_dataset` batches (shuffled,
    ``--batch-pixels``) of the folder's and of the file's set: both are the same in-memory
    images, so this shows that where the images came from does not change the input pipeline.
 
@@ -26,24 +26,12 @@ Without ``--out`` the JSON goes to stdout after the table (the table then goes t
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", type=int, default=2000, help="synthetic training lines")
-    parser.add_argument("--height", type=int, default=None, help="scale images to this height when loading")
-    parser.add_argument("--batch-pixels", type=int, default=200_000, help="pixel budget of one batch (epoch)")
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds (sources interleaved)")
-    parser.add_argument("--threads", type=int, default=1, help="TensorFlow intra- and inter-op threads")
-    parser.add_argument("--seed", type=int, default=0, help="synthetic set seed")
-    parser.add_argument("--out", type=Path, help="write the JSON here (default: stdout)")
-    return parser.parse_args(argv)
+import _harness
 
 
 def folder_bytes(folder: Path) -> int:
@@ -51,18 +39,16 @@ def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
-def timed(function, *args, **kwargs):
-    """``(result, wall seconds)`` of one call."""
-    started = time.perf_counter()
-    result = function(*args, **kwargs)
-    return result, time.perf_counter() - started
-
-
 def iterate_epoch(data, charset, batch_pixels: int) -> int:
     """Pull one shuffled epoch of ``make_dataset`` batches; returns the batch count."""
-    from tfnhr.data.pipeline import make_dataset
+    from tfnhr.data.dataset import make_dataset
 
     return sum(1 for _ in make_dataset(data, charset, batch_pixels, shuffle=True))
+
+
+def spread(times: list[float]) -> dict:
+    """The fastest, the median and all of the rounds' seconds."""
+    return {"best": min(times), "median": statistics.median(times), "all": times}
 
 
 def same_sets(a, b) -> bool:
@@ -70,18 +56,23 @@ def same_sets(a, b) -> bool:
         x.shape == y.shape and (x == y).all() for x, y in zip(a.images, b.images))
 
 
-def measure(args: argparse.Namespace, root: Path) -> dict:
-    import tensorflow as tf
+def measure(args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory(prefix="hdf5_vs_folder_") as root:
+        report = measure_in(args, Path(root))
+    print_table(report)
+    return report
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+
+def measure_in(args: argparse.Namespace, root: Path) -> dict:
+    _harness.set_threads(args.threads)
     from tfnhr.charset import Charset
     from tfnhr.data import synthetic
     from tfnhr.data.sources import convert_to_hdf5, load_data_subset
 
     folder = root / "synth"
-    written, synth_seconds = timed(synthetic.write_iam_layout, folder, {"train": args.train, "val": 0, "test": 0},
-                                   seed=args.seed, progress=False)
+    written, synth_seconds, _ = _harness.timed(synthetic.write_iam_layout, folder,
+                                               {"train": args.train, "val": 0, "test": 0}, seed=args.seed,
+                                               progress=False)
     files, convert_seconds = {}, {}
     for compression in ("none", "gzip"):
         summary = convert_to_hdf5(folder, root / f"{compression}.h5", "synthetic", subsets=["train"],
@@ -94,16 +85,17 @@ def measure(args: argparse.Namespace, root: Path) -> dict:
     loaded = {}
     for _ in range(args.rounds):
         for name, path in sources.items():
-            loaded[name], seconds = timed(load_data_subset, path, "train", height=args.height)
+            loaded[name], seconds, _ = _harness.timed(load_data_subset, path, "train", height=args.height)
             load_seconds[name].append(seconds)
         if not all(same_sets(loaded["folder"], data) for data in loaded.values()):
             raise SystemExit("the folder and the HDF5 files loaded different sets")
         charset = Charset.from_texts(loaded["folder"].texts)
         for name in epoch_seconds:
-            batches, seconds = timed(iterate_epoch, loaded[name], charset, args.batch_pixels)
+            batches, seconds, _ = _harness.timed(iterate_epoch, loaded[name], charset, args.batch_pixels)
             epoch_seconds[name].append(seconds)
 
-    best = {name: min(times) for name, times in load_seconds.items()}
+    load = {name: spread(times) for name, times in load_seconds.items()}
+    best = {name: figures["best"] for name, figures in load.items()}
     data = loaded["folder"]
     return {
         "examples": len(data), "pixels": int(data.pixels().sum()), "height": args.height,
@@ -111,44 +103,37 @@ def measure(args: argparse.Namespace, root: Path) -> dict:
         "synth_seconds": round(synth_seconds, 2), "synth_images": written["images"],
         "bytes": {"folder": folder_bytes(folder), **{f"h5_{c}": path.stat().st_size for c, path in files.items()}},
         "convert_seconds": convert_seconds,
-        "load_seconds": {name: {"best": best[name], "median": statistics.median(times), "all": times}
-                         for name, times in load_seconds.items()},
+        "load_seconds": load,
         "load_speedup": {"h5": best["folder"] / best["h5"], "h5_gzip": best["folder"] / best["h5_gzip"]},
-        "epoch_seconds": {name: {"best": min(times), "median": statistics.median(times), "all": times}
-                          for name, times in epoch_seconds.items()},
+        "epoch_seconds": {name: spread(times) for name, times in epoch_seconds.items()},
         "epoch_batches": batches,
         "epoch_ratio": min(epoch_seconds["folder"]) / min(epoch_seconds["h5"]),
     }
 
 
-def print_table(report: dict, stream) -> None:
+def print_table(report: dict) -> None:
     sizes = report["bytes"]
     print(f"{report['examples']} synthetic lines, {report['pixels'] / 1e6:.1f} M pixels, height "
-          f"{report['height'] or 'as rendered'}, {report['threads']} thread(s), best of {report['rounds']}",
-          file=stream)
-    print(f"{'source':<10} {'MB on disk':>10} {'load s':>8} {'speed-up':>8} {'epoch s':>8}", file=stream)
+          f"{report['height'] or 'as rendered'}, {report['threads']} thread(s), best of {report['rounds']}")
+    print(f"{'source':<10} {'MB on disk':>10} {'load s':>8} {'speed-up':>8} {'epoch s':>8}")
     for name, size_key in (("folder", "folder"), ("h5", "h5_none"), ("h5_gzip", "h5_gzip")):
         load = report["load_seconds"][name]["best"]
         speedup = report["load_speedup"].get(name, 1.0)
         epoch = report["epoch_seconds"].get(name, {}).get("best")
         print(f"{name:<10} {sizes[size_key] / 1e6:10.1f} {load:8.3f} {speedup:7.1f}x "
-              f"{'' if epoch is None else f'{epoch:8.2f}'}", file=stream)
+              f"{'' if epoch is None else f'{epoch:8.2f}'}")
     print(f"conversion: {report['convert_seconds']['none']:.1f} s (none), {report['convert_seconds']['gzip']:.1f} s "
-          f"(gzip); epoch folder / h5 = {report['epoch_ratio']:.2f} ({report['epoch_batches']} batches)", file=stream)
+          f"(gzip); epoch folder / h5 = {report['epoch_ratio']:.2f} ({report['epoch_batches']} batches)")
 
 
-def main(argv=None) -> dict:
-    args = parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="hdf5_vs_folder_") as root:
-        report = measure(args, Path(root))
-    print_table(report, sys.stdout if args.out else sys.stderr)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-    else:
-        print(json.dumps(report, indent=2))
-    return report
+def main(argv=None) -> int:
+    parser = _harness.parser(__doc__, rounds=3)
+    parser.add_argument("--train", type=int, default=2000, help="synthetic training lines")
+    parser.add_argument("--height", type=int, default=None, help="scale images to this height when loading")
+    parser.add_argument("--batch-pixels", type=int, default=200_000, help="pixel budget of one batch (epoch)")
+    parser.add_argument("--seed", type=int, default=0, help="synthetic set seed")
+    return _harness.main(measure, parser.parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -32,8 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import _harness
 
 RUNS = ((1, "gradients"), (2, "gradients"), (2, "average"))
 NHR_MODEL = ["--preset", "small", "--block", "2x2", "--height", "24", "--batch-pixels", "40000"]
@@ -44,18 +43,6 @@ SIZES = {  # (training examples, epochs) per task
     "full": {"nhr": (192, 10), "mlcn": (3200, 5)},
     "quick": {"nhr": (96, 6), "mlcn": (1600, 4)},
 }
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="less data and fewer epochs (a few minutes)")
-    parser.add_argument("--tasks", default="nhr,mlcn", help="comma-separated subset of nhr,mlcn")
-    parser.add_argument("--average-every", type=int, default=4, help="K of the model-averaging runs")
-    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
-    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: rank 0's report file
-    parser.add_argument("--cpus", help=argparse.SUPPRESS)  # internal: the worker of local rank r takes the r-th
-    parser.add_argument("job", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
 
 
 def run_worker(report: Path, cpus: str | None, job_argv: list[str]) -> int:
@@ -98,7 +85,7 @@ def launch(workers: int, job_argv: list[str], env: dict, folder: Path) -> list[f
     pin = ["--cpus", ",".join(map(str, cpus))] if len(cpus) >= workers else []
     command = [str(Path(sys.executable).parent / "horovodrun"), "-np", str(workers), "-H", f"localhost:{workers}",
                "--gloo", sys.executable, str(Path(__file__).resolve()), "--worker", str(report), *pin, "--", *job_argv]
-    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    result = subprocess.run(command, cwd=_harness.REPO, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(job_argv[:2])} on {workers} workers failed:\n"
                          f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
@@ -109,7 +96,7 @@ def nhr_job(root: Path, examples: int, epochs: int) -> tuple[list[str], int, int
     """Writes the synthetic lines; returns (train.py options, examples, pixels per epoch)."""
     from tfnhr.charset import Charset
     from tfnhr.data import synthetic
-    from tfnhr.data.pipeline import drop_infeasible
+    from tfnhr.data.samples import drop_infeasible
     from tfnhr.training import TrainOptions, load_subset
 
     data = root / "lines"
@@ -129,8 +116,8 @@ def mlcn_job(examples: int, epochs: int, workers: int) -> tuple[list[str], int, 
     return options, trained, trained * MLCN_PIXELS
 
 
-def measure(args: argparse.Namespace) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
+def measure_tasks(args: argparse.Namespace) -> dict:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
            "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
     sizes = SIZES["quick" if args.quick else "full"]
     results = {}
@@ -173,18 +160,25 @@ def print_table(results: dict, average_every: int) -> None:
               f"model averaging (K={average_every}) / gradient sync: {figures['average_vs_gradients']:.2f}")
 
 
+def measure(args: argparse.Namespace) -> dict:
+    results = measure_tasks(args)
+    print_table(results, args.average_every)
+    return {"quick": args.quick, "average_every": args.average_every, "threads_per_worker": 1,
+            "cores": len(os.sched_getaffinity(0)), "results": results}
+
+
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    parser = _harness.parser(__doc__, threads=None)
+    parser.add_argument("--quick", action="store_true", help="less data and fewer epochs (a few minutes)")
+    parser.add_argument("--tasks", default="nhr,mlcn", help="comma-separated subset of nhr,mlcn")
+    parser.add_argument("--average-every", type=int, default=4, help="K of the model-averaging runs")
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: rank 0's report file
+    parser.add_argument("--cpus", help=argparse.SUPPRESS)  # internal: the worker of local rank r takes the r-th
+    parser.add_argument("job", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
     if args.worker:
         return run_worker(args.worker, args.cpus, [part for part in args.job if part != "--"])
-    results = measure(args)
-    print_table(results, args.average_every)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        report = {"quick": args.quick, "average_every": args.average_every, "threads_per_worker": 1,
-                  "cores": len(os.sched_getaffinity(0)), "results": results}
-        args.out.write_text(json.dumps(report, indent=1) + "\n")
-    return 0
+    return _harness.main(measure, args)
 
 
 if __name__ == "__main__":

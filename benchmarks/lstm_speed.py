@@ -1,5 +1,6 @@
 """Runtime and peak memory of ``MDLSTM2D(cell="lstm", directions=1)`` on height-1 input against
-``keras.layers.LSTM`` on the same 1-D sequences (RETURNN seed §6, Table 1: LSTM implementations).
+``keras.layers.LSTM`` on the same 1-D sequences (Doetsch et al. 2017 (RETURNN), §6, Table 1: LSTM
+implementations).
 
 Usage::
 
@@ -65,23 +66,24 @@ with ``TF_CPU_ALLOCATOR_USE_BFC=true``):
   from glibc's heap, whose pages stay resident, so it undercounted Keras (39 vs 146 MiB).
 
 ``--tuned-env`` runs the timings with ``TF_CPU_ALLOCATOR_USE_BFC=true`` and
-``XLA_FLAGS=--xla_cpu_use_thunk_runtime=false`` (see benchmarks/mdlstm_speed.py).
+``XLA_FLAGS=--xla_cpu_use_thunk_runtime=false`` (``_harness.TUNED_ENV``; see
+benchmarks/mdlstm_speed.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 
-from mdlstm_speed import TUNED_ENV, cpu_model  # benchmarks/ is on sys.path when run as a script
-
 import numpy as np
+
+import _harness
 
 CHANNELS = 32
 DENSE = [(b, t, CHANNELS, u) for u in (32, 128) for b, t in ((16, 100), (64, 100), (64, 400))]
@@ -101,22 +103,14 @@ SLOW_STEP_S = 1.5
 """A step slower than this (first timed call) gets 3 rounds instead of ``--rounds``."""
 
 
-def _log(*args) -> None:
-    print(*args, file=sys.stderr, flush=True)
-
-
 def _setup_tf(threads: int):
     import logging
-
-    import tensorflow as tf
 
     # Every configuration makes new tf.functions from the same code, which TensorFlow's
     # "N out of the last M calls ... triggered retracing" heuristic counts as retracing;
     # bench_config checks each step function's own trace count instead.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-    return tf
+    return _harness.set_threads(threads)
 
 
 # --------------------------------------------------------------------------- layers and inputs
@@ -243,12 +237,6 @@ def _run(fn, args):
     return out
 
 
-def _timed(fn, args) -> tuple[float, float, tuple]:
-    c0, t0 = time.process_time(), time.perf_counter()
-    out = _run(fn, args)
-    return time.perf_counter() - t0, time.process_time() - c0, out
-
-
 # --------------------------------------------------------------------------- equivalence
 
 
@@ -298,26 +286,21 @@ def bench_config(tf, kind: str, config, rounds: int, seed: int) -> dict:
     for mode in MODES:
         for variant in variants:
             fn, args = make_step(tf, variant, mode, layers[variant], inputs)
-            t0 = time.perf_counter()
-            _run(fn, args)
-            first_call[(mode, variant)] = time.perf_counter() - t0
-            wall, _, out = _timed(fn, args)  # second untimed call; decides the round count
+            first_call[(mode, variant)] = _harness.timed(_run, fn, args)[1]
+            out, wall, _ = _harness.timed(_run, fn, args)  # untimed; decides the round count
             steps[(mode, variant)] = (fn, args, wall)
             if variant != "keras_xla":
                 outs.setdefault(mode, {})[variant] = out
     slow = max(w for _, _, w in steps.values()) > SLOW_STEP_S
     n = min(rounds, 3) if slow else rounds
-    walls = {key: [] for key in steps}
-    cpus = {key: [] for key in steps}
-    for _ in range(n):
-        for key, (fn, args, _) in steps.items():
-            wall, cpu, _ = _timed(fn, args)
-            walls[key].append(wall)
-            cpus[key].append(cpu)
+    times = _harness.interleaved(
+        {key: functools.partial(_run, fn, args) for key, (fn, args, _) in steps.items()}, n)
+    walls = {key: measured.wall for key, measured in times.items()}
+    cpus = {key: measured.cpu for key, measured in times.items()}
     traces = {f"{mode}/{variant}": fn.experimental_get_tracing_count()
               for (mode, variant), (fn, _, _) in steps.items()}
     if max(traces.values()) > 1:  # every step function should have been traced exactly once
-        _log(f"WARNING: retraced step functions: {traces}")
+        _harness.log(f"WARNING: retraced step functions: {traces}")
     result = {"kind": kind, "batch": batch, "length": length, "channels": channels,
               "units": units, "rounds": n, "max_traces_per_step": max(traces.values()),
               "valid_steps": int(sum(inputs["lengths"])),
@@ -416,16 +399,12 @@ def memory_child(task: dict) -> dict:
 def measure_memory(kind: str, config, threads: int, seed: int) -> dict:
     results = {}
     for variant in MEMORY_VARIANTS:
-        env = {k: v for k, v in os.environ.items() if k not in TUNED_ENV}
+        env = {k: v for k, v in os.environ.items() if k not in _harness.TUNED_ENV}
         env.update(TF_CPP_MIN_LOG_LEVEL="2", TF_CPU_ALLOCATOR_USE_BFC="true")
         task = {"kind": kind, "config": list(config), "variant": variant,
                 "threads": threads, "seed": seed}
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, __file__, "--memory-child", json.dumps(task)],
-                              env=env, capture_output=True, text=True)
-        if proc.returncode:
-            raise RuntimeError(f"memory child {task} failed:\n{proc.stderr[-3000:]}")
-        results[variant] = json.loads(proc.stdout.strip().splitlines()[-1])
+        results[variant] = _harness.run_child(__file__, ["--memory-child", json.dumps(task)], env)
         results[variant]["child_s"] = round(time.perf_counter() - t0, 1)
     return results
 
@@ -486,95 +465,75 @@ def recommendation(result: dict) -> str:
 
 def print_table(result: dict) -> None:
     machine = result["machine"]
-    _log(f"\nthreads {machine['threads']}, environment {machine['environment']}. Median "
-         f"process CPU ms per step (= wall ms on an idle core with one thread; wall in the "
-         f"JSON); k/o = keras / ours, kX/o = keras+XLA / ours (> 1: ours faster); 1st call = "
-         f"trace + compile + first run, s; rel. diff = max|ours - keras| / max|keras| of y, "
-         f"dx, dW")
+    print(f"\nthreads {machine['threads']}, environment {machine['environment']}. Median "
+          f"process CPU ms per step (= wall ms on an idle core with one thread; wall in the "
+          f"JSON); k/o = keras / ours, kX/o = keras+XLA / ours (> 1: ours faster); 1st call = "
+          f"trace + compile + first run, s; rel. diff = max|ours - keras| / max|keras| of y, "
+          f"dx, dW")
     for kind in ("dense", "ragged"):
         configs = [c for c in result["configs"] if c["kind"] == kind]
         if not configs:
             continue
         variants = VARIANTS[kind]
-        _log(f"\n== {kind}" + (" [B, T, 32] (ours [B, 1, T, 32])" if kind == "dense" else
-                               " [B, (T_i), 32], T_i ~ U(T/4, T): keras padded + mask, ours "
-                               "packed (ours+XLA: jit_compile=True, one compilation per packed "
-                               "shape)"))
-        _log(f"{'B':>3} {'T':>4} {'u':>4} {'mode':>5} | "
-             + " ".join(f"{LABELS[v]:>8}" for v in variants)
-             + f" | {'k/o':>5} {'kX/o':>5} | {'1st call k/kX/o':>15} | rel. diff y dx dW")
+        print(f"\n== {kind}" + (" [B, T, 32] (ours [B, 1, T, 32])" if kind == "dense" else
+                                " [B, (T_i), 32], T_i ~ U(T/4, T): keras padded + mask, ours "
+                                "packed (ours+XLA: jit_compile=True, one compilation per packed "
+                                "shape)"))
+        print(f"{'B':>3} {'T':>4} {'u':>4} {'mode':>5} | "
+              + " ".join(f"{LABELS[v]:>8}" for v in variants)
+              + f" | {'k/o':>5} {'kX/o':>5} | {'1st call k/kX/o':>15} | rel. diff y dx dW")
         for c in configs:
             for mode in MODES:
                 m = c["modes"][mode]
                 times = " ".join(f"{m[v]['cpu_ms_median']:>8.1f}" for v in variants)
                 first = "/".join(f"{m[v]['first_call_s']:.1f}"
                                  for v in ("keras", "keras_xla", "ours"))
-                _log(f"{c['batch']:>3} {c['length']:>4} {c['units']:>4} {mode:>5} | {times} | "
-                     f"{m['ratio_keras_over_ours']:>5.2f} {m['ratio_keras_xla_over_ours']:>5.2f}"
-                     f" | {first:>15} | {_fmt_diff(c['max_abs_diff'][mode])}")
+                print(f"{c['batch']:>3} {c['length']:>4} {c['units']:>4} {mode:>5} | {times} | "
+                      f"{m['ratio_keras_over_ours']:>5.2f} {m['ratio_keras_xla_over_ours']:>5.2f}"
+                      f" | {first:>15} | {_fmt_diff(c['max_abs_diff'][mode])}")
             if kind == "ragged":
                 p = c["packed"]
-                _log(f"{'':>13} ours packs {c['batch']} sequences into {p['rows']} rows x "
-                     f"{p['width']} (computed / valid steps {p['computed_cells'] / p['valid_cells']:.2f});"
-                     f" keras pads to {c['padded_steps'] / c['valid_steps']:.2f}")
+                print(f"{'':>13} ours packs {c['batch']} sequences into {p['rows']} rows x "
+                      f"{p['width']} (computed / valid steps {p['computed_cells'] / p['valid_cells']:.2f});"
+                      f" keras pads to {c['padded_steps'] / c['valid_steps']:.2f}")
     macs = {c["units"]: c["matmul_macs_per_cell"] for c in result["configs"]}
-    _log("\nforward matmul multiply-adds per step and example, ours / keras: " + ", ".join(
+    print("\nforward matmul multiply-adds per step and example, ours / keras: " + ", ".join(
         f"u={u}: {m['ours']} / {m['keras']} = {m['ours_over_keras']}x"
         for u, m in sorted(macs.items())) + " (ours also computes f2, the zero upper "
-         "neighbour's h2 / s2 terms and the peepholes)")
+          "neighbour's h2 / s2 terms and the peepholes)")
     worst = max(c["modes"][m]["max_wall_over_cpu"] for c in result["configs"] for m in MODES)
     if worst > 1.15:
-        _log(f"WARNING: wall / CPU time up to {worst:.2f}: other processes shared the core")
+        print(f"WARNING: wall / CPU time up to {worst:.2f}: other processes shared the core")
     if any("memory" in c for c in result["configs"]):
-        _log("\n== peak memory of one training step, MiB (fresh subprocess per layer, BFC "
-             "allocator): RSS = growth of the RSS high-water mark over two steps (the first "
-             "with trace / XLA compile) from a baseline after imports, build and input; alloc "
-             "= TensorFlow allocator peak of the second step (tensors only); k/o = keras / ours")
-        _log(f"{'kind':>6} {'B':>3} {'T':>4} {'u':>4} | {'RSS keras':>9} {'ours':>7} {'k/o':>5} | "
-             f"{'alloc keras':>11} {'ours':>7} {'k/o':>5}")
+        print("\n== peak memory of one training step, MiB (fresh subprocess per layer, BFC "
+              "allocator): RSS = growth of the RSS high-water mark over two steps (the first "
+              "with trace / XLA compile) from a baseline after imports, build and input; alloc "
+              "= TensorFlow allocator peak of the second step (tensors only); k/o = keras / ours")
+        print(f"{'kind':>6} {'B':>3} {'T':>4} {'u':>4} | {'RSS keras':>9} {'ours':>7} {'k/o':>5} | "
+              f"{'alloc keras':>11} {'ours':>7} {'k/o':>5}")
         for c in result["configs"]:
             mem = c.get("memory")
             if not mem:
                 continue
             k, o = mem["keras"], mem["ours"]
             rss, alloc = "rss_growth_two_steps_mib", "allocator_peak_mib"
-            _log(f"{c['kind']:>6} {c['batch']:>3} {c['length']:>4} {c['units']:>4} | "
-                 f"{k[rss]:>9.1f} {o[rss]:>7.1f} {k[rss] / max(o[rss], 0.1):>5.2f} | "
-                 f"{k[alloc]:>11.1f} {o[alloc]:>7.1f} {k[alloc] / max(o[alloc], 0.1):>5.2f}")
-    _log("\nSame function: ours = keras up to float32 rounding in every configuration "
-         "(keras weights copied into ours; f2, the h2 rows and the peepholes zero; every cell's "
-         "upper neighbour in a height-1 image is the zero border). Max rel. diff this run: "
-         f"{result['max_rel_diff']:.0e}")
+            print(f"{c['kind']:>6} {c['batch']:>3} {c['length']:>4} {c['units']:>4} | "
+                  f"{k[rss]:>9.1f} {o[rss]:>7.1f} {k[rss] / max(o[rss], 0.1):>5.2f} | "
+                  f"{k[alloc]:>11.1f} {o[alloc]:>7.1f} {k[alloc] / max(o[alloc], 0.1):>5.2f}")
+    print("\nSame function: ours = keras up to float32 rounding in every configuration "
+          "(keras weights copied into ours; f2, the h2 rows and the peepholes zero; every cell's "
+          "upper neighbour in a height-1 image is the zero border). Max rel. diff this run: "
+          f"{result['max_rel_diff']:.0e}")
     for name, g in summary(result).items():
         mem = (f"; tensor memory keras / ours {_span(g['alloc'])}, RSS {_span(g['rss'])}"
                if g["alloc"] else "")
-        _log(f"{name:>12}: train keras / ours {_span(g['keras'])}, keras+XLA / ours "
-             f"{_span(g['keras_xla'])}{mem}")
-    _log(result["recommendation"])
+        print(f"{name:>12}: train keras / ours {_span(g['keras'])}, keras+XLA / ours "
+              f"{_span(g['keras_xla'])}{mem}")
+    print(result["recommendation"])
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=1,
-                        help="TF intra- and inter-op threads (default 1)")
-    parser.add_argument("--quick", action="store_true", help="three small configs: a smoke run")
-    parser.add_argument("--rounds", type=int, default=5, help="timed calls per step (default 5)")
-    parser.add_argument("--seed", type=int, default=0, help="weights and inputs (default 0)")
-    parser.add_argument("--tuned-env", action="store_true",
-                        help="time with the BFC allocator and XLA's classic CPU runtime")
-    parser.add_argument("--memory", choices=("auto", "all", "none"), default="auto",
-                        help="peak memory (two subprocesses per configuration) for every "
-                             "configuration, none, or (auto) the ragged ones and the dense ones "
-                             "with the largest batch (all with --quick)")
-    parser.add_argument("--only", choices=("dense", "ragged"), help="one input kind only")
-    parser.add_argument("--out", help="write the JSON here (default: stdout)")
-    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.memory_child:
-        print(json.dumps(memory_child(json.loads(args.memory_child))))
-        return
-    if args.tuned_env:
-        os.environ.update(TUNED_ENV)
+def measure(args: argparse.Namespace) -> dict:
+    environment = _harness.tuned_env(args.tuned_env)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     tf = _setup_tf(args.threads)
     t_start = time.perf_counter()
@@ -586,19 +545,17 @@ def main(argv=None) -> None:
     result = {
         "benchmark": "lstm_speed",
         "machine": {"processor": platform.processor() or platform.machine(),
-                    "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
-                    "threads": args.threads,
-                    "environment": TUNED_ENV if args.tuned_env else "default",
-                    "tensorflow": tf.__version__},
+                    "cpu_model": _harness.cpu_model(), "cpu_count": os.cpu_count(),
+                    "threads": args.threads, "environment": environment, "tensorflow": tf.__version__},
         "memory": args.memory,
         "configs": [],
     }
     for kind, config in plan:
-        _log(f"[{kind} B{config[0]} T{config[1]} C{config[2]} u{config[3]}] timing ...")
+        _harness.log(f"[{kind} B{config[0]} T{config[1]} C{config[2]} u{config[3]}] timing ...")
         entry = bench_config(tf, kind, config, args.rounds, args.seed)
         if args.memory == "all" or (args.memory == "auto" and (
                 args.quick or kind == "ragged" or config[0] == max(c[0] for c in DENSE))):
-            _log(f"[{kind} B{config[0]} T{config[1]} u{config[3]}] memory ...")
+            _harness.log(f"[{kind} B{config[0]} T{config[1]} u{config[3]}] memory ...")
             entry["memory"] = measure_memory(kind, config, args.threads, args.seed)
         result["configs"].append(entry)
     result["max_rel_diff"] = max(
@@ -609,14 +566,26 @@ def main(argv=None) -> None:
     result["total_s"] = round(time.perf_counter() - t_start, 1)
     result["machine"]["loadavg_end"] = os.getloadavg()
     print_table(result)
-    _log(f"total {result['total_s']:.0f} s")
-    text = json.dumps(result, indent=1)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    else:
-        print(text)
+    print(f"total {result['total_s']:.0f} s")
+    return result
+
+
+def main(argv=None) -> int:
+    parser = _harness.parser(__doc__, rounds=5, tuned_env=True)
+    parser.add_argument("--quick", action="store_true", help="three small configs: a smoke run")
+    parser.add_argument("--seed", type=int, default=0, help="weights and inputs (default 0)")
+    parser.add_argument("--memory", choices=("auto", "all", "none"), default="auto",
+                        help="peak memory (two subprocesses per configuration) for every "
+                             "configuration, none, or (auto) the ragged ones and the dense ones "
+                             "with the largest batch (all with --quick)")
+    parser.add_argument("--only", choices=("dense", "ragged"), help="one input kind only")
+    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        print(json.dumps(memory_child(json.loads(args.memory_child))))
+        return 0
+    return _harness.main(measure, args)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -36,8 +36,8 @@ What it measures
   reported (plus the process's RSS high-water mark for reference), for the layer's default
   variant and for XLA off.
 
-``--tuned-env`` runs the speed measurements with two process settings (``TUNED_ENV``) that
-must be in place before TensorFlow starts, so they are environment variables, not layer
+``--tuned-env`` runs the speed measurements with two process settings (``_harness.TUNED_ENV``)
+that must be in place before TensorFlow starts, so they are environment variables, not layer
 options: ``TF_CPU_ALLOCATOR_USE_BFC=true`` (TensorFlow's default CPU allocator returns large
 blocks to the OS, so every step page-faults its big tensors in again; the BFC allocator keeps
 them) and ``XLA_FLAGS=--xla_cpu_use_thunk_runtime=false`` (XLA:CPU's older runtime, which
@@ -51,9 +51,9 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import time
+
+import _harness
 
 CONFIGS = {  # name: (batch, height, width, input channels, units)
     "L1": (8, 32, 256, 4, 2),
@@ -61,7 +61,7 @@ CONFIGS = {  # name: (batch, height, width, input channels, units)
     "L3": (8, 8, 64, 20, 50),
     "L4": (8, 32, 256, 4, 20),
 }
-TARGETS = {  # issue 3, cell updates/s on one thread: seed's PyTorch code, one-hour TF prototype
+TARGETS = {  # issue 3, cell updates/s on one thread: Wenniger et al. 2019's PyTorch code, one-hour TF prototype
     "L1": {"seed_pytorch": 0.23e6, "prototype": 4.4e6},
     "L2": {"seed_pytorch": 0.095e6, "prototype": 0.95e6},
     "L3": {"seed_pytorch": 0.03e6, "prototype": 0.13e6},
@@ -70,7 +70,6 @@ TARGETS = {  # issue 3, cell updates/s on one thread: seed's PyTorch code, one-h
 VARIANTS = [(p, j) for p in ("in_loop", "precompute") for j in (False, True)]
 NAIVE_CROP = (8, 16)  # (height, width) of the naive baseline's crop
 MEMORY_CONFIG = "L4"
-TUNED_ENV = {"TF_CPU_ALLOCATOR_USE_BFC": "true", "XLA_FLAGS": "--xla_cpu_use_thunk_runtime=false"}
 
 
 def matmul_flops_per_step(batch, height, width, channels, units, directions=4) -> float:
@@ -80,31 +79,13 @@ def matmul_flops_per_step(batch, height, width, channels, units, directions=4) -
     return 3.0 * forward * batch * directions * height * width
 
 
-def _setup_tf(threads: int):
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-    return tf
-
-
-def _log(*args) -> None:
-    print(*args, file=sys.stderr, flush=True)
-
-
 def matmul_peak_gflops(tf, repeats: int = 10) -> float:
     """Best single 1024^2 float32 matmul rate (GFLOP/s) under the current thread settings."""
     a = tf.random.normal((1024, 1024))
     fn = tf.function(lambda a: tf.matmul(a, a))
     fn(a).numpy()
-    best = min(_timed(lambda: fn(a).numpy()) for _ in range(repeats))
+    best = min(_harness.timed(lambda: fn(a).numpy())[1] for _ in range(repeats))
     return 2 * 1024**3 / best / 1e9
-
-
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def _training_step(tf, layer, x):
@@ -197,17 +178,14 @@ def bench_config(tf, name: str, rounds: int, naive: bool) -> dict:
         key = f"{projection}{'+xla' if jit else ''}"
         layer = _make_layer(tf, channels, units, input_projection=projection, jit_compile=jit)
         steps[key] = _training_step(tf, layer, x)
-        first_call[key] = _timed(steps[key])
-    times = {key: [] for key in steps}
-    for _ in range(rounds):
-        for key, step in steps.items():
-            times[key].append(_timed(step))
+        first_call[key] = _harness.timed(steps[key])[1]
+    times = _harness.interleaved(steps, rounds)
     variants = {}
     for key, measured in times.items():
-        best = min(measured)
+        best = min(measured.wall)
         variants[key] = {
             "step_ms_min": round(best * 1e3, 2),
-            "step_ms_median": round(statistics.median(measured) * 1e3, 2),
+            "step_ms_median": round(statistics.median(measured.wall) * 1e3, 2),
             "first_call_s": round(first_call[key], 2),
             "cell_updates_per_s": round(cells / best),
             "gflops": round(flops / best / 1e9, 2),
@@ -229,7 +207,7 @@ def bench_config(tf, name: str, rounds: int, naive: bool) -> dict:
         crop = x[:, :crop_h, :crop_w]
         step = naive_step(tf, default, crop)
         step()
-        best = min(_timed(step) for _ in range(max(2, rounds // 2)))
+        best = min(_harness.timed(step)[1] for _ in range(max(2, rounds // 2)))
         rate = batch * 4 * crop_h * crop_w / best
         result["naive_per_cell_loop"] = {
             "crop": [crop_h, crop_w], "step_ms_min": round(best * 1e3, 2),
@@ -245,7 +223,7 @@ def memory_child(threads: int, jit: str) -> dict:
     """In a fresh process with the BFC allocator: peak tensor memory of one L4 training step."""
     import resource
 
-    tf = _setup_tf(threads)
+    tf = _harness.set_threads(threads)
     batch, height, width, channels, units = CONFIGS[MEMORY_CONFIG]
     kwargs = {} if jit == "auto" else {"jit_compile": jit == "true"}
     layer = _make_layer(tf, channels, units, **kwargs)
@@ -266,43 +244,23 @@ def measure_memory(threads: int) -> list[dict]:
     results = []
     for jit in ("auto", "false"):
         env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="2")
-        out = subprocess.run(
-            [sys.executable, __file__, "--memory-child", jit, "--threads", str(threads)],
-            env=env, capture_output=True, text=True, check=True,
-        )
-        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        results.append(_harness.run_child(__file__, ["--memory-child", jit, "--threads", str(threads)], env))
     return results
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=1, choices=(1, 2))
-    parser.add_argument("--configs", default=",".join(CONFIGS))
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--tuned-env", action="store_true",
-                        help="BFC allocator and XLA's classic CPU runtime (see TUNED_ENV)")
-    parser.add_argument("--no-naive", action="store_true")
-    parser.add_argument("--no-memory", action="store_true")
-    parser.add_argument("--out", help="write the JSON here (default: stdout)")
-    parser.add_argument("--memory-child", choices=("auto", "true", "false"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.memory_child:
-        print(json.dumps(memory_child(args.threads, args.memory_child)))
-        return
-    if args.tuned_env:
-        os.environ.update(TUNED_ENV)
+def measure(args: argparse.Namespace) -> dict:
+    environment = _harness.tuned_env(args.tuned_env)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    tf = _setup_tf(args.threads)
+    tf = _harness.set_threads(args.threads)
     peak = matmul_peak_gflops(tf)
     result = {
         "machine": {"processor": platform.processor() or platform.machine(),
-                    "cpu_model": cpu_model(), "threads": args.threads,
-                    "environment": TUNED_ENV if args.tuned_env else "default",
-                    "tensorflow": tf.__version__},
+                    "cpu_model": _harness.cpu_model(), "threads": args.threads,
+                    "environment": environment, "tensorflow": tf.__version__},
         "configs": {},
     }
     for name in args.configs.split(","):
-        _log(f"[{name}] measuring ...")
+        _harness.log(f"[{name}] measuring ...")
         result["configs"][name] = bench_config(tf, name, args.rounds, not args.no_naive)
     peak = max(peak, matmul_peak_gflops(tf))
     result["machine"]["matmul_1024_gflops"] = round(peak, 1)
@@ -310,50 +268,46 @@ def main(argv=None) -> None:
         for variant in config["variants"].values():
             variant["fraction_of_matmul_peak"] = round(variant["gflops"] / peak, 3)
     if not args.no_memory:
-        _log("[memory] measuring ...")
+        _harness.log("[memory] measuring ...")
         result["memory"] = measure_memory(args.threads)
     _print_table(result)
-    text = json.dumps(result, indent=2)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    else:
-        print(text)
+    return result
 
 
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo ("unknown" elsewhere)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
+def main(argv=None) -> int:
+    parser = _harness.parser(__doc__, rounds=5, tuned_env=True)
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated subset of {list(CONFIGS)}")
+    parser.add_argument("--no-naive", action="store_true", help="skip the naive per-cell loop")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak memory subprocesses")
+    parser.add_argument("--memory-child", choices=("auto", "true", "false"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        print(json.dumps(memory_child(args.threads, args.memory_child)))
+        return 0
+    return _harness.main(measure, args)
 
 
 def _print_table(result: dict) -> None:
     machine = result["machine"]
-    _log(f"threads {machine['threads']}, environment {machine['environment']}, "
-         f"matmul peak {machine['matmul_1024_gflops']} GFLOP/s")
+    print(f"threads {machine['threads']}, environment {machine['environment']}, "
+          f"matmul peak {machine['matmul_1024_gflops']} GFLOP/s")
     for name, config in result["configs"].items():
         target = config["targets_cell_updates_per_s"]["prototype"]
         for key, v in config["variants"].items():
             mark = " <- auto" if key == config["auto_variant"] else ""
-            _log(f"{name} {key:16s} {v['step_ms_min']:8.1f} ms  "
-                 f"{v['cell_updates_per_s'] / 1e6:6.3f} M/s (prototype {target / 1e6:.2f})  "
-                 f"{v['gflops']:6.1f} GFLOP/s = {100 * v['fraction_of_matmul_peak']:4.1f} % peak"
-                 f"{mark}")
+            print(f"{name} {key:16s} {v['step_ms_min']:8.1f} ms  "
+                  f"{v['cell_updates_per_s'] / 1e6:6.3f} M/s (prototype {target / 1e6:.2f})  "
+                  f"{v['gflops']:6.1f} GFLOP/s = {100 * v['fraction_of_matmul_peak']:4.1f} % peak"
+                  f"{mark}")
         if "naive_per_cell_loop" in config:
             naive = config["naive_per_cell_loop"]
-            _log(f"{name} naive per-cell loop on {naive['crop']}: "
-                 f"{naive['cell_updates_per_s'] / 1e6:.4f} M/s; best variant "
-                 f"{config['speedup_vs_naive']}x faster")
+            print(f"{name} naive per-cell loop on {naive['crop']}: "
+                  f"{naive['cell_updates_per_s'] / 1e6:.4f} M/s; best variant "
+                  f"{config['speedup_vs_naive']}x faster")
     for memory in result.get("memory", []):
-        _log(f"memory {memory['config']} jit={memory['jit_compile']}: TF peak "
-             f"{memory['tf_peak_mib']} MiB, process max RSS {memory['process_max_rss_mib']} MiB")
+        print(f"memory {memory['config']} jit={memory['jit_compile']}: TF peak "
+              f"{memory['tf_peak_mib']} MiB, process max RSS {memory['process_max_rss_mib']} MiB")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,9 +2,9 @@
 
 Each model trains ``--steps`` timed steps (after ``--warmup`` untimed ones) of ``model.fit``'s
 own compiled step on random images with 10 classes; the figure is the median seconds per step.
-The seed reports MLCN 2–11× faster per epoch than CapsNet at similar accuracy; the design notes
-measured the public Keras-2 code here at 2.07 s (CapsNet), 0.295 s (MLCN 2×4) and 1.15 s
-(MLCN 8×4) per step of batch 100 on one thread.
+Rosario et al. 2019 report MLCN 2–11× faster per epoch than CapsNet (Sabour et al. 2017) at
+similar accuracy; the design notes measured the public Keras-2 code here at 2.07 s (CapsNet),
+0.295 s (MLCN 2×4) and 1.15 s (MLCN 8×4) per step of batch 100 on one thread.
 
     python benchmarks/mlcn_vs_capsnet.py --threads 1 --out build/bench/mlcn_vs_capsnet.json
 """
@@ -12,26 +12,14 @@ measured the public Keras-2 code here at 2.07 s (CapsNet), 0.295 s (MLCN 2×4) a
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import time
-from pathlib import Path
+import sys
 
+import _harness
 from capsnet.environment import prefer_onednn
 
 MODELS = {"capsnet": None, "mlcn_2x4": ["4x1"] * 2, "mlcn_8x4": ["4x1"] * 8}
 REFERENCE_SECONDS_PER_STEP = {"capsnet": 2.07, "mlcn_2x4": 0.295, "mlcn_8x4": 1.15}  # public code, batch 100
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=100, help="examples per step (the reference used 100)")
-    parser.add_argument("--steps", type=int, default=5, help="timed steps per model")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (tracing, allocation)")
-    parser.add_argument("--threads", type=int, default=1, help="TensorFlow intra- and inter-op threads")
-    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {list(MODELS)}")
-    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
-    return parser.parse_args(argv)
 
 
 def seconds_per_step(model, batch: int, steps: int, warmup: int) -> float:
@@ -44,25 +32,14 @@ def seconds_per_step(model, batch: int, steps: int, warmup: int) -> float:
     labels = tf.constant(rng.integers(0, 10, size=batch).astype(np.int32))
     model.compile(optimizer="adam")
     model.make_train_function()
-    step = model.train_function
     data = iter(lambda: (images, labels), None)
-    for _ in range(warmup):
-        float(step(data)["loss"])
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        float(step(data)["loss"])
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times = _harness.interleaved({"step": lambda: float(model.train_function(data)["loss"])}, steps, warmup)
+    return statistics.median(times["step"].wall)
 
 
-def main(argv=None) -> dict:
-    args = parse_args(argv)
+def measure(args: argparse.Namespace) -> dict:
     onednn = prefer_onednn()
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    _harness.set_threads(args.threads)
     from capsnet.models import build_capsnet, build_mlcn
 
     results = {}
@@ -79,12 +56,17 @@ def main(argv=None) -> dict:
             if name != "capsnet":
                 figures["speedup_vs_capsnet"] = results["capsnet"]["seconds_per_step"] / figures["seconds_per_step"]
                 print(f"{name}: {figures['speedup_vs_capsnet']:.2f}x faster per step than CapsNet")
-    report = {"onednn": onednn, "batch": args.batch, "threads": args.threads, "steps": args.steps, "models": results}
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2))
-    return report
+    return {"onednn": onednn, "batch": args.batch, "threads": args.threads, "steps": args.steps, "models": results}
+
+
+def main(argv=None) -> int:
+    parser = _harness.parser(__doc__)
+    parser.add_argument("--batch", type=int, default=100, help="examples per step (the reference used 100)")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per model")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (tracing, allocation)")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {list(MODELS)}")
+    return _harness.main(measure, parser.parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

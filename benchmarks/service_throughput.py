@@ -45,6 +45,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import _harness
+
 VENV_BIN = Path(sys.executable).parent
 SETTINGS = {"batching": [], "wait 50": ["--max-wait-ms", "50"], "wait 0": ["--max-wait-ms", "0"],
             "off": ["--batch-pixels", "1"]}
@@ -68,7 +70,7 @@ def word_images(count: int, seed: int) -> tuple[list[bytes], list[str]]:
 def untrained_model(path: Path, texts: list[str], height: int) -> Path:
     """An untrained ``small`` recognizer for the characters of ``texts``, saved at ``path``."""
     from tfnhr.charset import Charset
-    from tfnhr.model import build_recognizer
+    from tfnhr.models import build_recognizer
 
     build_recognizer(Charset.from_texts(texts), preset="small", input_height=height).save(path)
     return path
@@ -140,22 +142,8 @@ def summarise(rounds: list[dict]) -> dict:
             "images_per_model_call": round(requests / sum(r["batches"] for r in rounds), 2)}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=None, help="a saved recognizer (default: untrained small)")
-    parser.add_argument("--height", type=int, default=48, help="input height of the untrained model (px)")
-    parser.add_argument("--requests", type=int, default=24,
-                        help="timed requests per setting, client count and round")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds over the settings")
-    parser.add_argument("--clients", default="1,8", help="comma-separated client thread counts")
-    parser.add_argument("--images", type=int, default=24, help="distinct word images sent in turn")
-    parser.add_argument("--threads", type=int, default=1, help="TensorFlow intra-/inter-op threads of the server")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the rendered words")
-    parser.add_argument("--out", type=Path, default=None, help="write the JSON here (default: stdout)")
-    args = parser.parse_args()
+def measure(args: argparse.Namespace) -> dict:
     clients = [int(k) for k in args.clients.split(",")]
-    table = sys.stdout if args.out else sys.stderr
-
     bodies, texts = word_images(args.images, args.seed)
     runs: dict[str, dict[int, list[dict]]] = {name: {k: [] for k in clients} for name in SETTINGS}
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as servers:
@@ -174,7 +162,7 @@ def main() -> int:
             print(f"{name:>8}  {run['clients']:>2} clients  {run['requests_per_s']:7.2f} req/s "
                   f"(rounds {'/'.join(f'{r:.2f}' for r in run['rounds_requests_per_s'])})  latency "
                   f"mean {run['latency_ms']['mean']:7.1f} ms  p90 {run['latency_ms']['p90']:7.1f} ms  "
-                  f"{run['images_per_model_call']:5.2f} images/model call", file=table, flush=True)
+                  f"{run['images_per_model_call']:5.2f} images/model call", flush=True)
     rate = {name: {run["clients"]: run["requests_per_s"] for run in result["runs"]} for name, result in results.items()}
     most = max(clients)
     ratios = {f"batching vs {other} at {most} clients": round(rate["batching"][most] / rate[other][most], 2)
@@ -182,16 +170,22 @@ def main() -> int:
     fewest = min(clients)
     ratios[f"batching: {most} vs {fewest} clients"] = round(rate["batching"][most] / rate["batching"][fewest], 2)
     for name, ratio in ratios.items():
-        print(f"{name}: {ratio}x", file=table)
-    report = {"model": str(args.model or f"untrained small, height {args.height}"), "threads": args.threads,
-              "rounds": args.rounds, "cpus": os.cpu_count(), "load_average_after": os.getloadavg(),
-              "settings": results, "ratios": ratios}
-    text = json.dumps(report, indent=1)
-    if args.out:
-        args.out.write_text(text + "\n")
-    else:
-        print(text)
-    return 0
+        print(f"{name}: {ratio}x")
+    return {"model": str(args.model or f"untrained small, height {args.height}"), "threads": args.threads,
+            "rounds": args.rounds, "cpus": os.cpu_count(), "load_average_after": os.getloadavg(),
+            "settings": results, "ratios": ratios}
+
+
+def main(argv=None) -> int:
+    parser = _harness.parser(__doc__, rounds=3, threads_help="TensorFlow intra- and inter-op threads of the server")
+    parser.add_argument("--model", type=Path, default=None, help="a saved recognizer (default: untrained small)")
+    parser.add_argument("--height", type=int, default=48, help="input height of the untrained model (px)")
+    parser.add_argument("--requests", type=int, default=24,
+                        help="timed requests per setting, client count and round")
+    parser.add_argument("--clients", default="1,8", help="comma-separated client thread counts")
+    parser.add_argument("--images", type=int, default=24, help="distinct word images sent in turn")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the rendered words")
+    return _harness.main(measure, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

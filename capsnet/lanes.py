@@ -2,7 +2,7 @@
 
 A lane of width ``w`` and depth ``d`` is ``d`` convolution stages of ``16·w`` filters followed by
 primary capsules of ``16·w`` channels (``2·w`` capsules of 8 dimensions per position); see
-``capsnet.models.LaneBlock``. Its cost in the seed's model (Eq. 1) is ``w² · d``.
+``capsnet.models.LaneBlock``. Its cost in the model of Rosario et al. 2019 (Eq. 1) is ``w² · d``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Both are ``keras.Model`` subclasses: ``model(images)`` returns class-capsule len
 the masked reconstruction loss, so they work from notebooks like any Keras model. Images are
 float ``[B, H, W, C]`` in [0, 1]; labels are int ``[B]`` or one-hot ``[B, K]``.
 
-MLCN semantics (see ``capsnet/README.md`` for where this follows or leaves the public code):
+MLCN semantics (see ``docs/capsnet.md`` for where this follows or leaves the public code):
 lane ``l`` = ``depth`` conv stages of ``16·width`` filters -> primary capsules (``2·width`` maps
 of 8D, 9×9, stride 2) -> dynamic routing to ``K`` one-dimensional outputs, left unsquashed. Lane
 ``l``'s output is dimension ``l`` of every class capsule; the class capsules ``[B, K, L]`` are
@@ -182,6 +182,17 @@ class LaneBlock(keras.layers.Layer):
                       for stage in range(self.lane.depth)]
         self.primary = PrimaryCapsules(2 * self.lane.width, self.primary_dim, name="primary_capsules")
         self.routing = RoutingCapsules(self.n_class, 1, self.routings, squash_output=False, name="routing")
+
+    def build(self, input_shape) -> None:
+        """Create every stage's weights from the image shape ``[B, H, W, C]`` (so that a loaded lane
+        restores its weights before its first call)."""
+        shape = tuple(input_shape)
+        for conv in self.convs:
+            conv.build(shape)
+            shape = conv.compute_output_shape(shape)
+        self.primary.build(shape)
+        self.routing.build(self.primary.compute_output_shape(shape))
+        self.built = True
 
     def call(self, images):
         features = images

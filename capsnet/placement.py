@@ -1,10 +1,10 @@
-"""Lane -> device placement of a Multi-Lane CapsNet (seed paper §IV: lane cost, device speed, greedy).
+"""Lane -> device placement of a Multi-Lane CapsNet (Rosario et al. 2019, §IV: lane cost, device speed, greedy).
 
 A *placement* is a plain ``dict[int, str]``: lane index -> canonical device name
 (``/device:GPU:1``, see :mod:`capsnet.devices`). A *partition* is the same as a list: entry ``i``
 is the index, into a device list, of lane ``i``'s device.
 
-Units: :func:`lane_cost` is the seed's cost model ``width² · depth`` (Eq. 1 without the speed
+Units: :func:`lane_cost` is the cost model of Rosario et al. 2019 ``width² · depth`` (Eq. 1 without the speed
 factor), :func:`measure_lane_costs` gives seconds per training step. Speeds are dimensionless
 factors, the slowest device 1 (:func:`probe_device_speed`). A device's *load* is the sum of its
 lanes' costs divided by its speed, i.e. a time in the costs' units; the *makespan* is the largest
@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from capsnet.devices import canonical_device, parse_devices, resolve_devices
 from capsnet.lanes import Lane, as_lane
+from capsnet.models import LaneBlock
 
 STRATEGIES = ("greedy", "random", "round_robin")
 COST_MODELS = ("model", "measured")
@@ -36,7 +37,7 @@ Speeds = Mapping[str, float] | Sequence[float] | None
 
 
 def lane_cost(lane) -> float:
-    """The seed's cost model (Eq. 1 without the device factor): ``width² · depth``.
+    """The cost model of Rosario et al. 2019 (Eq. 1 without the device factor): ``width² · depth``.
 
     ``lane`` is a ``Lane`` or anything :func:`capsnet.lanes.as_lane` reads (``"4x1"``, ``(4, 1)``).
     """
@@ -87,7 +88,6 @@ def measure_lane_costs(
     of each lane's ``capsnet.models.LaneBlock(lane, n_class, routings=3)`` on a
     ``[batch_size, *input_shape]`` float32 batch, all on ``device``; one float per lane, in order.
     """
-    from capsnet.models import LaneBlock  # lazily: the models may use placement themselves
 
     device = resolve_devices([device])[0]
     costs = []
@@ -125,7 +125,7 @@ def speed_map(text: str, devices: Sequence[str]) -> dict[str, float]:
 
 
 def probe_device_speed(devices: Sequence[str] | str, repeats: int = 5) -> dict[str, float]:
-    """Speed factor of each device (seed §IV-A): time a forward + backward pass of a tiny
+    """Speed factor of each device (Rosario et al. 2019, §IV-A): time a forward + backward pass of a tiny
     512-512-512 dense network on a ``[256, 512]`` batch pinned to each device; speed =
     slowest time / time, so the slowest device is exactly 1.0 and faster ones are above.
     Keys are canonical device names, in the given order.
@@ -159,14 +159,14 @@ def _checked_speeds(speeds: Sequence[float]) -> list[float]:
 
 
 def greedy_partition(costs: Sequence[float], speeds: Sequence[float]) -> list[int]:
-    """The seed's greedy partition (Algorithm 1): lanes in decreasing cost order (ties: lower lane
+    """The greedy partition of Rosario et al. 2019 (Algorithm 1): lanes in decreasing cost order (ties: lower lane
     index first), each to the device where it would finish first, i.e. least
     ``(load + cost) / speed`` (ties: lowest device index). One device per entry of ``speeds``.
 
-    With equal speeds this is the seed's "largest remaining lane into the emptiest bin", Graham's
+    With equal speeds this is the paper's "largest remaining lane into the emptiest bin", Graham's
     LPT rule (makespan at most ``4/3 - 1/(3m)`` times the optimum on ``m`` devices). With mixed
     speeds it is the LPT rule for uniform machines (at most ``2m/(m+1)`` times the optimum,
-    Gonzalez, Ibarra & Sahni 1977); unlike the seed's sort by load alone, it breaks ties among
+    Gonzalez, Ibarra & Sahni 1977); unlike the paper's sort by load alone, it breaks ties among
     empty devices toward the faster one.
     Returns the device index of each lane.
     """

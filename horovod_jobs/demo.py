@@ -4,10 +4,11 @@ Run as ``horovodrun -np 2 -H localhost:2 --gloo python -m horovod_jobs.demo`` (o
 process). Data: the embedded toy digit strings (:mod:`tfnhr.data.digit_strings`), variable height
 and width, fed as ragged batches that the MDLSTM layers pack into canvases (no padding).
 
-Model: MDLSTM2D(4, 4 directions) -> BlockConv2D(12, 2x2, tanh) -> MDLSTM2D(16, 4 directions) ->
-Dense(11) per pixel -> sum over height -> per-column scores -> CTC (blank = index 0).
+Model: the recognizer of :mod:`tfnhr.models` with two levels, MDLSTM2D(4, 4 directions) ->
+BlockConv2D(12, 2x2, tanh) -> MDLSTM2D(16, 4 directions) -> scores shared across directions per
+pixel -> sum over height -> per-column scores -> its CTC loss (blank = index 0).
 
-Distributed training follows the Keras 3 rules in ARCHITECTURE.md: gradients averaged with
+Distributed training follows the Keras 3 rules (docs/horovod.md): gradients averaged with
 ``hvd.grouped_allreduce`` inside our own step, variables broadcast from rank 0 once built, losses
 averaged across ranks; only rank 0 prints and writes. At the end every rank's weights are checked
 to be identical. Writes ``<out>/demo.json`` with the per-epoch history.
@@ -22,50 +23,28 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import horovod.tensorflow as hvd
+import keras
 import numpy as np
+import tensorflow as tf
+
+from tfnhr.charset import Charset
+from tfnhr.data.dataset import IMAGES_SPEC, LABELS_SPEC, to_ragged_images, to_ragged_labels
+from tfnhr.data.digit_strings import ALPHABET, generate
+from tfnhr.decoding import greedy_decode_batch
+from tfnhr.metrics import error_rate
+from tfnhr.models import Recognizer, build_recognizer
 
 
-def build_model(num_classes: int):
-    """The demo reader: ragged ``[B, (H), (W), 1]`` images -> ragged ``[B, (W/2), num_classes + 1]`` scores."""
-    import keras
-    import tensorflow as tf
-
-    from tfnhr.layers import BlockConv2D, MDLSTM2D
-
-    class DigitReader(keras.Model):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.mdlstm1 = MDLSTM2D(4)
-            self.conv = BlockConv2D(12, block=(2, 2), activation="tanh")
-            self.mdlstm2 = MDLSTM2D(16)
-            self.scores = keras.layers.Dense(num_classes + 1)
-
-        def call(self, images, training=False):
-            features = self.mdlstm2(self.conv(self.mdlstm1(images, training=training)), training=training)
-            per_pixel = tf.ragged.map_flat_values(self.scores, features)  # [B, (H), (W), K]
-            return tf.reduce_sum(per_pixel, axis=1)  # [B, (W), K]
-
-    return DigitReader()
+def build_model(charset: Charset) -> Recognizer:
+    """The demo reader: a two-level :class:`~tfnhr.models.Recognizer`, ragged ``[B, (H), (W), 1]``
+    images -> ragged ``[B, (W/2), K]`` column scores."""
+    return build_recognizer(charset, mdlstm_units=(4, 16), conv_filters=(12,), block=(2, 2), dropout=0.0)
 
 
-def ctc_loss(column_scores, labels):
-    """Mean CTC loss; ``column_scores`` ragged ``[B, (T), K]``, ``labels`` ragged ``[B, (L)]`` in 1..K-1."""
-    import keras
-
-    return keras.ops.mean(keras.ops.ctc_loss(
-        labels.to_tensor(), column_scores.to_tensor(), labels.row_lengths(), column_scores.row_lengths(),
-        mask_index=0))
-
-
-def greedy_texts(column_scores) -> list[str]:
-    """Best-path CTC decoding to digit strings."""
-    import keras
-
-    from tfnhr.data.digit_strings import ALPHABET
-
-    decoded = keras.ops.ctc_decode(column_scores.to_tensor(), column_scores.row_lengths(),
-                                   strategy="greedy", mask_index=0)[0][0].numpy()
-    return ["".join(ALPHABET[i - 1] for i in row if i > 0) for row in decoded]
+def greedy_texts(model: Recognizer, images: tf.RaggedTensor) -> list[str]:
+    """Best-path CTC decoding of the model's scores to digit strings."""
+    return greedy_decode_batch([scores.numpy() for scores in model(images)], model.charset)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -82,38 +61,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    import horovod.tensorflow as hvd
-    import keras
-    import tensorflow as tf
-
-    from tfnhr.data.batching import to_ragged_images, to_ragged_labels
-    from tfnhr.data.digit_strings import ALPHABET, generate
-    from tfnhr.metrics import error_rate
-
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     keras.utils.set_random_seed(args.seed)
     train, val = generate(args.train, seed=args.seed), generate(args.val, seed=args.seed + 1)
-    train_labels = [[i + 1 for i in label] for label in train.labels()]
+    charset = Charset(ALPHABET, with_unknown=False)
+    train_labels = [charset.encode(text) for text in train.texts]
     steps = args.train // (size * args.batch)
     if steps == 0:
         raise SystemExit(f"--train {args.train} is too small for {size} ranks x --batch {args.batch}")
 
-    model = build_model(len(ALPHABET))
+    model = build_model(charset)
     optimizer = keras.optimizers.Adam(args.lr, global_clipnorm=10.0)
-    images_spec = tf.RaggedTensorSpec([None, None, None, 1], tf.float32, ragged_rank=2)
-    labels_spec = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
 
-    @tf.function(input_signature=[images_spec, labels_spec])
+    @tf.function(input_signature=[IMAGES_SPEC, LABELS_SPEC])
     def train_step(images, labels):
         with tf.GradientTape() as tape:
-            loss = ctc_loss(model(images, training=True), labels)
+            loss = model.ctc_loss(labels, model(images, training=True))
         variables = model.trainable_variables
         gradients = hvd.grouped_allreduce(tape.gradient(loss, variables), op=hvd.Average)
         optimizer.apply(gradients, variables)
         return hvd.allreduce(loss, op=hvd.Average)
 
-    model(to_ragged_images(train.images[:2]))  # build the variables, then start from rank 0's
     optimizer.build(model.trainable_variables)
     for variable in model.variables + optimizer.variables:
         variable.assign(hvd.broadcast(variable.value, root_rank=0))
@@ -128,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             losses.append(float(train_step(to_ragged_images([train.images[i] for i in batch]),
                                            to_ragged_labels([train_labels[i] for i in batch]))))
         seconds = time.perf_counter() - started
-        cer = error_rate(val.texts, greedy_texts(model(val_images)))
+        cer = error_rate(val.texts, greedy_texts(model, val_images))
         history.append({"epoch": epoch, "loss": float(np.mean(losses)), "val_cer": cer, "seconds": seconds})
         if rank == 0:
             print(f"epoch {epoch:2d}/{args.epochs}  ctc loss {np.mean(losses):7.3f}  val CER {cer:6.1%}  "
@@ -141,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "demo.json").write_text(json.dumps(
             {"workers": size, "history": history, "weights_identical_on_all_ranks": in_sync}, indent=2))
-        shown = greedy_texts(model(to_ragged_images(val.images[:5])))
+        shown = greedy_texts(model, to_ragged_images(val.images[:5]))
         for truth, guess in zip(val.texts[:5], shown):
             print(f"  truth {truth:>6}  read {guess:>6}")
         print(f"weights identical on all {size} ranks: {in_sync}; history in {args.out / 'demo.json'}")

@@ -1,13 +1,12 @@
 """Data-parallel training of Keras 3 models with core ``horovod.tensorflow`` ops.
 
-Horovod's own Keras layer does not work under Keras 3 (see ARCHITECTURE.md, "Horovod with
-Keras 3"), so this module provides the pieces on top of the core collectives:
+Horovod's own Keras layer does not work under Keras 3 (see docs/horovod.md), so this module provides the pieces on top of the core collectives:
 
 * :func:`init_workers` -- ``hvd.init()`` with bounded failure timeouts, one GPU per local rank.
 * :func:`distributed_optimizer` -- wraps a Keras optimizer so that its ``apply`` either averages
   the gradients across ranks first (``sync="gradients"``, synchronous data parallelism) or takes
   a local step and averages the updated variables every ``average_every`` steps
-  (``sync="average"``, RETURNN's model averaging, seed ``returnn-framework.txt`` §4.1). Every
+  (``sync="average"``, RETURNN's model averaging, Doetsch et al. 2017, §4.1). Every
   ``train_step`` that calls ``self.optimizer.apply(grads, variables)`` (Keras' own, the
   recognizer's, the capsule classifier's) is thereby distributed without changes.
 * Callbacks: :class:`BroadcastInitialState` (everyone starts from rank 0's weights and optimizer

@@ -1,6 +1,6 @@
 """``train.py --task nhr|mlcn``: train the recognizer or a CapsNet/MLCN on every worker of a Horovod job.
 
-Launch (details, several hosts, Open MPI and Docker in ``horovod_jobs/README.md``)::
+Launch (details, several hosts, Open MPI and Docker in ``docs/horovod.md``)::
 
     horovodrun -np 2 -H localhost:2 --gloo python train.py --task nhr --data data/iam --out runs/nhr
     horovodrun -np 2 -H localhost:2 --gloo python train.py --task mlcn --devices cpu:0,cpu:1 --out runs/mlcn
@@ -70,7 +70,7 @@ def build_parser(task: str | None) -> argparse.ArgumentParser:
     parser = _task_parser(True, description="Train the recognizer (--task nhr) or a CapsNet/MLCN (--task mlcn) "
                                             "on every worker of a Horovod job, or in one plain process.",
                           epilog="Launch: horovodrun -np 2 -H localhost:2 --gloo python train.py --task nhr "
-                                 "--data DIR ... (see horovod_jobs/README.md)",
+                                 "--data DIR ... (see docs/horovod.md)",
                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_distributed_arguments(parser)
     if task == "nhr":

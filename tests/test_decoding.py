@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tfnhr.charset import UNKNOWN, Charset
-from tfnhr.decoding import CtcDecoder, greedy_decode, greedy_decode_batch, log_softmax
+from tfnhr.decoding import BeamSearchDecoder, greedy_decode, greedy_decode_batch, log_softmax
 from tfnhr.lm import build_arpa
 
 LETTERS = Charset("abcdefghijklmnopqrstuvwxyz .,")
@@ -90,7 +90,7 @@ def test_beam_finds_the_most_probable_text(seed):
         charset = Charset(chars, with_unknown=False)
         logp = log_softmax(rng.normal(scale=2.0, size=(rng.integers(1, 6), charset.num_classes)).astype(np.float32))
         totals = labelling_probabilities(logp, charset)
-        text = CtcDecoder(charset, **EXHAUSTIVE).decode(logp)
+        text = BeamSearchDecoder(charset, **EXHAUSTIVE).decode(logp)
         assert totals[text] == pytest.approx(max(totals.values()), rel=1e-5), (chars, logp, text)
 
 
@@ -99,15 +99,15 @@ def test_beam_beats_the_best_path():
     charset = Charset("a", with_unknown=False)
     scores = np.log(np.array([[0.6, 0.4], [0.6, 0.4]], dtype=np.float32))
     assert greedy_decode(scores, charset) == ""
-    assert CtcDecoder(charset).decode(scores) == "a"
+    assert BeamSearchDecoder(charset).decode(scores) == "a"
 
 
 def test_lm_fixes_a_misspelling(fox_lm):
     text = "the quick brown fox"
     scores = written(text, weak={text.index("own"): 0.3})  # the "o" of "brown": P 0.3 vs blank 0.7
     assert greedy_decode(scores, LETTERS) == "the quick brwn fox"
-    assert CtcDecoder(LETTERS).decode(scores) == "the quick brwn fox"
-    decoder = CtcDecoder(LETTERS, lm_path=fox_lm)
+    assert BeamSearchDecoder(LETTERS).decode(scores) == "the quick brwn fox"
+    decoder = BeamSearchDecoder(LETTERS, lm_path=fox_lm)
     assert decoder.decode_batch([scores, written("the lazy dog")]) == ["the quick brown fox", "the lazy dog"]
     # A clearly written unknown word stays (open vocabulary).
     assert decoder.decode(written("the zebra")) == "the zebra"
@@ -117,8 +117,8 @@ def test_lm_keeps_empty_output_possible(fox_lm):
     """All-blank scores with a faint "fox": empty text, with or without LM (pyctcdecode alone
     would score the empty hypothesis as an unknown word)."""
     scores = written("fox", weak={0: 0.2, 1: 0.2, 2: 0.2})
-    assert CtcDecoder(LETTERS).decode(scores) == ""
-    assert CtcDecoder(LETTERS, lm_path=fox_lm).decode(scores) == ""
+    assert BeamSearchDecoder(LETTERS).decode(scores) == ""
+    assert BeamSearchDecoder(LETTERS, lm_path=fox_lm).decode(scores) == ""
 
 
 def test_closed_vocabulary(fox_lm):
@@ -126,18 +126,18 @@ def test_closed_vocabulary(fox_lm):
     scores = written(text, weak={text.index("own"): 1e-6})  # "o" all but absent
     vocabulary = ["the", "quick", "brown", "fox"]
     wide = dict(token_min_logp=-30.0, beam_prune_logp=-30.0)
-    assert CtcDecoder(LETTERS, vocabulary=vocabulary, **wide).decode(scores) == "the quick brwn fox"
-    assert CtcDecoder(LETTERS, vocabulary=vocabulary, closed_vocabulary=True, **wide).decode(scores) == text
-    assert CtcDecoder(LETTERS, lm_path=fox_lm, closed_vocabulary=True, **wide).decode(scores) == text
-    assert CtcDecoder(LETTERS, vocabulary=vocabulary).decode(written("fox the")) == "fox the"
+    assert BeamSearchDecoder(LETTERS, vocabulary=vocabulary, **wide).decode(scores) == "the quick brwn fox"
+    assert BeamSearchDecoder(LETTERS, vocabulary=vocabulary, closed_vocabulary=True, **wide).decode(scores) == text
+    assert BeamSearchDecoder(LETTERS, lm_path=fox_lm, closed_vocabulary=True, **wide).decode(scores) == text
+    assert BeamSearchDecoder(LETTERS, vocabulary=vocabulary).decode(written("fox the")) == "fox the"
 
 
 def test_unknown_symbol_is_decoded():
     charset = Charset("ab ", with_unknown=True)
     scores = written(f"a{UNKNOWN}b a", charset)
     assert greedy_decode(scores, charset) == f"a{UNKNOWN}b a"
-    assert CtcDecoder(charset).decode(scores) == f"a{UNKNOWN}b a"
-    closed = CtcDecoder(charset, vocabulary=[f"a{UNKNOWN}b", "a"], closed_vocabulary=True)
+    assert BeamSearchDecoder(charset).decode(scores) == f"a{UNKNOWN}b a"
+    closed = BeamSearchDecoder(charset, vocabulary=[f"a{UNKNOWN}b", "a"], closed_vocabulary=True)
     assert closed.decode(scores) == f"a{UNKNOWN}b a"
 
 
@@ -145,7 +145,7 @@ def test_spaces_separate_words():
     """Beam text is whitespace-normalised; the best path keeps every space."""
     scores = written(" the  fox ")
     assert greedy_decode(scores, LETTERS) == " the  fox "
-    assert CtcDecoder(LETTERS).decode(scores) == "the fox"
+    assert BeamSearchDecoder(LETTERS).decode(scores) == "the fox"
 
 
 @pytest.mark.parametrize("chars", ["a|\N{LOWER ONE EIGHTH BLOCK}\N{DOUBLE QUESTION MARK}_", "a| _<>"])
@@ -156,7 +156,7 @@ def test_characters_pyctcdecode_treats_specially_are_kept(chars):
     text = chars[::-1] + "a"
     scores = written(text, charset)
     assert greedy_decode(scores, charset) == text
-    assert CtcDecoder(charset).decode(scores) == " ".join(text.split())
+    assert BeamSearchDecoder(charset).decode(scores) == " ".join(text.split())
 
 
 @pytest.mark.parametrize("shape", [(5,), (2, 5, 31), (5, 30), (5, 32)])
@@ -165,47 +165,47 @@ def test_wrong_shapes_are_refused(shape):
     with pytest.raises(ValueError, match=r"\[T, 31\]"):
         greedy_decode(scores, LETTERS)
     with pytest.raises(ValueError, match=r"\[T, 31\]"):
-        CtcDecoder(LETTERS).decode(scores)
+        BeamSearchDecoder(LETTERS).decode(scores)
 
 
 def test_empty_and_non_finite_scores():
     empty = np.zeros((0, LETTERS.num_classes), dtype=np.float32)
     assert greedy_decode(empty, LETTERS) == ""
-    assert CtcDecoder(LETTERS).decode(empty) == ""
+    assert BeamSearchDecoder(LETTERS).decode(empty) == ""
     bad = written("ab")
     bad[1, 3] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        CtcDecoder(LETTERS).decode(bad)
+        BeamSearchDecoder(LETTERS).decode(bad)
 
 
 def test_language_model_file_errors(tmp_path, fox_lm):
     with pytest.raises(FileNotFoundError, match="not found"):
-        CtcDecoder(LETTERS, lm_path=tmp_path / "missing.arpa")
+        BeamSearchDecoder(LETTERS, lm_path=tmp_path / "missing.arpa")
     (tmp_path / "text.arpa").write_text("the quick brown fox\n")
     with pytest.raises(ValueError, match="not an ARPA file"):
-        CtcDecoder(LETTERS, lm_path=tmp_path / "text.arpa")
+        BeamSearchDecoder(LETTERS, lm_path=tmp_path / "text.arpa")
     broken = tmp_path / "broken.arpa"
     broken.write_text(open(fox_lm).read()[:200])
     with pytest.raises(ValueError, match="not a valid ARPA file"):
-        CtcDecoder(LETTERS, lm_path=broken)
+        BeamSearchDecoder(LETTERS, lm_path=broken)
     (tmp_path / "empty.arpa").write_text("")
     with pytest.raises(ValueError, match="not an ARPA file"):
-        CtcDecoder(LETTERS, lm_path=tmp_path / "empty.arpa")
+        BeamSearchDecoder(LETTERS, lm_path=tmp_path / "empty.arpa")
     with pytest.raises(ValueError, match="closed_vocabulary needs"):
-        CtcDecoder(LETTERS, closed_vocabulary=True)
+        BeamSearchDecoder(LETTERS, closed_vocabulary=True)
     with pytest.raises(ValueError, match="vocabulary is empty"):
-        CtcDecoder(LETTERS, vocabulary=[""])
+        BeamSearchDecoder(LETTERS, vocabulary=[""])
     with pytest.raises(TypeError, match="not one string"):
-        CtcDecoder(LETTERS, vocabulary="fox")
+        BeamSearchDecoder(LETTERS, vocabulary="fox")
 
 
 def test_pyctcdecode_logs_only_real_problems(fox_lm, caplog):
     """Its "only N unigrams" warning (any vocabulary under 1000 words) is dropped; its warning
     about a vocabulary the LM hardly knows is kept."""
     with caplog.at_level(logging.INFO, logger="pyctcdecode"):
-        CtcDecoder(LETTERS, lm_path=fox_lm)
+        BeamSearchDecoder(LETTERS, lm_path=fox_lm)
         assert caplog.records == []
-        CtcDecoder(LETTERS, lm_path=fox_lm, vocabulary=["zebra", "yak", "gnu", "emu", "ox", "cat",
+        BeamSearchDecoder(LETTERS, lm_path=fox_lm, vocabulary=["zebra", "yak", "gnu", "emu", "ox", "cat",
                                                         "cow", "pig", "hen", "rat", "fox"])
     assert [r.levelno for r in caplog.records] == [logging.WARNING]
     assert "found in kenlm model" in caplog.text
@@ -213,4 +213,4 @@ def test_pyctcdecode_logs_only_real_problems(fox_lm, caplog):
 
 def test_vocabulary_outside_the_charset_warns():
     with pytest.warns(UserWarning, match="outside the charset"):
-        CtcDecoder(LETTERS, vocabulary=["The", "Fox", "dog"])
+        BeamSearchDecoder(LETTERS, vocabulary=["The", "Fox", "dog"])

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from horovod_jobs.build_info import check_build
+from tfnhr.horovod_build import check_build
 from tests.conftest import REPO
 
 JSON_REPORT = re.compile(r'\{"rank".*?\}\}')
@@ -73,4 +73,19 @@ def test_cli_info_reports_the_stack():
     out = subprocess.run([sys.executable, "-m", "tfnhr.cli", "info"], capture_output=True, text=True,
                          check=True, cwd=REPO).stdout
     assert "2.18.1" in out
-    assert "TensorFlow" in out.split("horovod build", 1)[1]
+    assert "TensorFlow" in out.split("horovod:", 1)[1]
+
+
+HIDE_HOROVOD = """
+import sys
+sys.modules["horovod"] = None  # as if not installed: imports fail, find_spec finds nothing
+from tfnhr.cli import main
+sys.exit(main(["info"]))
+"""
+
+
+def test_cli_info_works_without_horovod():
+    """Single-process code never needs the optional distributed package."""
+    result = subprocess.run([sys.executable, "-c", HIDE_HOROVOD], capture_output=True, text=True, cwd=REPO, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "horovod:" in result.stdout and result.stdout.split("horovod:", 1)[1].strip() == "not installed"

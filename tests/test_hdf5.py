@@ -20,8 +20,8 @@ from tfnhr.cli import main
 from tfnhr.data.hdf5 import CHUNK_BYTES, Hdf5FormatError, TextImageWriter, load_hdf5_set
 from tfnhr.data.images import scale_to_height, to_ink
 from tfnhr.data.sources import load_data_subset
-from tfnhr.evaluation import column_scores
-from tfnhr.model import load_recognizer
+from tfnhr.inference import Transcriber
+from tfnhr.models import load_recognizer
 
 
 def _crc(strings) -> int:
@@ -288,7 +288,7 @@ def test_dump_writes_layer_outputs_equal_to_direct_computation(workspace, capsys
         layers = {name: (file["layers"][name]["outputs"][()], file["layers"][name]["seqLengths"][()],
                          file["layers"][name]["offsets"][()]) for name in ("output", "mdlstm1")}
     for index, gray in enumerate(data.images[:2]):
-        scores = column_scores(model, [gray])[0]
+        scores = Transcriber(model).scores([gray])[0]
         values, sizes, offsets = layers["output"]
         assert values.dtype == np.float32 and sizes[index].tolist() == [len(scores)]
         np.testing.assert_allclose(values[offsets[index]:offsets[index + 1]], scores, rtol=1e-5, atol=1e-5)

@@ -28,13 +28,15 @@ import pytest
 
 from capsnet.models import load_model
 from horovod_jobs.distributed import Workers
-from horovod_jobs.sharding import shard_by_pixels, split_into_batches
+from tfnhr.data.batches import shard_by_pixels, split_into_batches
 from horovod_jobs.train import main, parse_args
-from horovod_jobs.train_hooks import LearningRateWarmUp, error_counts, steps_per_epoch, worker_batches
+from horovod_jobs.train_hooks import LearningRateWarmUp, worker_batches
+from tfnhr.metrics import error_counts
+from tfnhr.data.batches import steps_per_epoch
 from tests.conftest import REPO
 from tfnhr.cli import main as tfnhr_main
 from tfnhr.metrics import error_rate
-from tfnhr.model import build_recognizer, load_recognizer
+from tfnhr.models import build_recognizer, load_recognizer
 
 TINY_NHR = ["--units", "2,6,16", "--filters", "4,8", "--block", "2x2", "--height", "24"]
 TINY_MLCN = ["--model", "mlcn", "--lanes", "2", "--width", "1", "--depth", "1", "--dataset", "synthetic",

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from tfnhr.model import load_recognizer
+from tfnhr.models import load_recognizer
 
 
 def test_main_job_trains_and_reports_greedy_and_lm_error_rates(tmp_path):

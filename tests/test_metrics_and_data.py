@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfnhr.data.batching import to_ragged_images, to_ragged_labels
+from tfnhr.data.dataset import to_ragged_images, to_ragged_labels
 from tfnhr.data.digit_strings import ALPHABET, GLYPHS, generate, render
 from tfnhr.metrics import edit_distance, error_rate
 

@@ -18,9 +18,10 @@ from tests.conftest import ragged_stack
 from tfnhr.charset import Charset
 from tfnhr.cli import main
 from tfnhr.layers import SameConv2D, SequenceLSTM
-from tfnhr.model import build_recognizer, load_recognizer
-from tfnhr.network import (ConfigNetwork, NetworkConfigError, build_config_network, copy_recognizer_weights,
-                           load_config, plan_network, shipped_configs)
+from tfnhr.models import build_recognizer, load_recognizer
+from tfnhr.models import ConfigNetwork, build_config_network, copy_recognizer_weights
+from tfnhr.network import NetworkConfigError, load_config, plan_network
+from tfnhr.choices import shipped_configs
 
 CHARSET = Charset.from_texts(["abc de"])
 

@@ -16,10 +16,11 @@ from tfnhr.charset import Charset
 from tfnhr.cli import main
 from tfnhr.data import synthetic
 from tfnhr.data.images import load_gray
-from tfnhr.data.pipeline import TextImageSet, make_dataset
+from tfnhr.data.samples import TextImageSet
+from tfnhr.data.dataset import make_dataset
 from tfnhr.decoding import greedy_decode_batch
-from tfnhr.evaluation import column_scores
-from tfnhr.model import build_recognizer
+from tfnhr.inference import Transcriber
+from tfnhr.models import build_recognizer
 from tests.conftest import VENV_BIN
 
 TINY_MODEL = ["--units", "2,6,16", "--filters", "4,8", "--block", "2x2", "--height", "24"]
@@ -41,7 +42,7 @@ def test_ctc_training_memorises_lines():
                         shuffle=False)
     losses = history.history["loss"]
     assert losses[-1] < 0.1 * losses[0], losses
-    assert greedy_decode_batch(column_scores(model, images), charset) == texts
+    assert greedy_decode_batch(Transcriber(model).scores(images), charset) == texts
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +118,7 @@ def test_recognize_prints_text_and_reports_unreadable_files(workspace, tmp_path,
     path, text, confidence = captured.out.strip().split("\t")
     assert path == str(image) and 0 < float(confidence) <= 1
     model = keras.models.load_model(model_path)
-    assert text == greedy_decode_batch(column_scores(model, [load_gray(image)]), model.charset)[0]
+    assert text == greedy_decode_batch(Transcriber(model).scores([load_gray(image)]), model.charset)[0]
     # The console script in a fresh process (where nothing imported tfnhr.model beforehand).
     fresh = subprocess.run([str(VENV_BIN / "tfnhr"), "recognize", "--model", str(model_path), str(image)],
                            capture_output=True, text=True, timeout=300)

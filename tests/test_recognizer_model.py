@@ -15,7 +15,8 @@ import tensorflow as tf
 
 from tests.conftest import ragged_stack
 from tfnhr.charset import Charset
-from tfnhr.model import PRESETS, DirectionSharedDense, Recognizer, build_recognizer
+from tfnhr.models import PRESETS, Recognizer, build_recognizer
+from tfnhr.layers import DirectionSharedDense
 
 CHARSET = Charset("ab c")  # 4 characters + unknown + blank = 6 classes
 TINY = {"mdlstm_units": (2, 4, 6), "conv_filters": (3, 5)}

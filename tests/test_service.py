@@ -28,10 +28,11 @@ from tfnhr.charset import Charset
 from tfnhr.cli import main
 from tfnhr.data import synthetic
 from tfnhr.data.images import decode_gray
-from tfnhr.data.pipeline import TextImageSet, make_dataset
+from tfnhr.data.samples import TextImageSet
+from tfnhr.data.dataset import make_dataset
 from tfnhr.decoding import greedy_decode_batch
-from tfnhr.evaluation import column_scores
-from tfnhr.model import build_recognizer
+from tfnhr.inference import Transcriber
+from tfnhr.models import build_recognizer
 from tfnhr.service.batcher import Batcher, BatcherClosed
 from tfnhr.service.http import Limits, RecognitionServer
 from tfnhr.service.payload import RAW_BODY_NAME, RequestError, image_parts
@@ -283,7 +284,7 @@ def service(tmp_path_factory):
     model.compile(optimizer=keras.optimizers.Adam(0.01, global_clipnorm=10))
     model.fit(make_dataset(TextImageSet(images, list(WORDS), list(WORDS)), charset, batch_pixels=10_000)
               .repeat(10), epochs=4, verbose=0, shuffle=False)
-    assert greedy_decode_batch(column_scores(model, images), charset) == list(WORDS)
+    assert greedy_decode_batch(Transcriber(model).scores(images), charset) == list(WORDS)
     model.save(root / "model.keras")
     log, errors = root / "access.log", open(root / "stderr.txt", "w")
     process = subprocess.Popen(
@@ -302,7 +303,7 @@ def service(tmp_path_factory):
 
 def reference(service, gray: np.ndarray) -> str:
     """Greedy decoding of the in-process model's scores (independent of the server)."""
-    return greedy_decode_batch(column_scores(service.model, [gray]), service.model.charset)[0]
+    return greedy_decode_batch(Transcriber(service.model).scores([gray]), service.model.charset)[0]
 
 
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG"])

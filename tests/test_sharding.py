@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from horovod_jobs.sharding import shard_by_pixels, split_into_batches
-from tfnhr.data.pipeline import balanced_batches, epoch_batch_count
+from tfnhr.data.batches import shard_by_pixels, split_into_batches
+from tfnhr.data.batches import balanced_batches, steps_per_epoch
 
 pixel_lists = st.lists(st.integers(1, 10**6), min_size=1, max_size=200)
 
@@ -99,7 +99,7 @@ def test_split_batches_are_within_one_example_of_an_equal_share(data, pixels):
 def test_split_matches_the_pipelines_balanced_batches_at_their_count(data, pixels):
     budget = data.draw(st.integers(2 * max(pixels), 2 * sum(pixels)))
     order = data.draw(st.permutations(range(len(pixels))))
-    count = epoch_batch_count(pixels, budget)
+    count = steps_per_epoch(pixels, budget)
     if max(pixels) * count <= sum(pixels):  # where balanced_batches needs no repair of empty batches
         assert split_into_batches(pixels, order, count) == balanced_batches(pixels, budget, order)
 

@@ -8,13 +8,14 @@ import string
 
 import numpy as np
 import pytest
-from PIL import Image, ImageFont
+from PIL import ImageFont
 
+from tfnhr.choices import SUBSETS
 from tfnhr.commands import synth
 from tfnhr.data import synthetic
 from tfnhr.data.images import load_gray
 
-ALL_FONTS = [path for split in synthetic.SPLITS for path in synthetic.font_paths(split)]
+ALL_FONTS = [path for split in SUBSETS for path in synthetic.font_paths(split)]
 
 
 def glyph(font: ImageFont.FreeTypeFont, char: str) -> np.ndarray:
@@ -28,7 +29,7 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def test_font_splits_are_bundled_and_held_out():
-    names = {split: set(synthetic.FONT_SPLITS[split]) for split in synthetic.SPLITS}
+    names = {split: set(synthetic.FONT_SPLITS[split]) for split in SUBSETS}
     assert len(names["train"]) >= 6 and len(names["val"]) >= 2 and len(names["test"]) >= 2
     assert not (names["train"] & names["val"] or names["train"] & names["test"] or names["val"] & names["test"])
     family = lambda name: re.split(r"[-.]|\d", name)[0].lower()  # noqa: E731
@@ -53,7 +54,7 @@ def test_every_char_has_a_distinct_glyph(path):
 
 
 def test_text_splits_are_normalised_and_disjoint():
-    texts = {split: synthetic.corpus_text(split) for split in synthetic.SPLITS}
+    texts = {split: synthetic.corpus_text(split) for split in SUBSETS}
     assert 100_000 <= sum(map(len, texts.values())) <= 500_000
     key = lambda sentence: re.sub(r"[^a-z0-9]", "", sentence.lower())  # noqa: E731
     keys = {split: {key(s) for s in text.splitlines()} for split, text in texts.items()}
@@ -87,7 +88,7 @@ def test_generate_is_deterministic_per_example():
 
 
 def test_images_are_gray_ink_on_white_in_the_documented_size():
-    examples = [ex for split in synthetic.SPLITS for ex in synthetic.generate(12, seed=1, split=split)]
+    examples = [ex for split in SUBSETS for ex in synthetic.generate(12, seed=1, split=split)]
     heights = []
     for image, text in examples:
         assert image.dtype == np.uint8 and image.ndim == 2

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import unicodedata
 import warnings
 from pathlib import Path
@@ -19,14 +18,16 @@ from PIL import Image
 
 from tests.conftest import ragged_stack
 from tests.test_recognizer_model import tiny_recognizer
-from tfnhr.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeLimit,
+from tfnhr.training.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeLimit,
                              ValidationErrorRates, reset_optimizer_state, save_atomically)
 from tfnhr.charset import UNKNOWN, Charset
-from tfnhr.data.pipeline import (TextImageSet, balanced_batches, ctc_frames_needed, drop_infeasible,
-                                 epoch_batch_count, load_set, make_dataset, pixel_budget_batches)
+from tfnhr.data.samples import TextImageSet, ctc_frames_needed, drop_infeasible, load_set
+from tfnhr.data.batches import balanced_batches, pixel_budget_batches, steps_per_epoch
+from tfnhr.data.dataset import make_dataset
 from tfnhr.data.samples import Sample
 from tfnhr.decoding import greedy_decode_batch
-from tfnhr.evaluation import EvaluationRow, column_scores, confidence, evaluate, format_table
+from tfnhr.evaluation import EvaluationRow, evaluate, format_table
+from tfnhr.inference import Transcriber, confidence
 from tfnhr.metrics import error_rate, normalize_text
 
 
@@ -213,7 +214,7 @@ def test_balanced_batches_fixed_count_within_budget_and_nearly_equal():
         budget = int(2 * pixels.max() + rng.integers(0, 200))
         order = [int(i) for i in rng.permutation(len(pixels))]
         batches = balanced_batches(pixels, budget, order)
-        assert len(batches) == epoch_batch_count(pixels, budget) == min(
+        assert len(batches) == steps_per_epoch(pixels, budget) == min(
             -(-int(pixels.sum()) // (budget - int(pixels.max()))), len(pixels))
         assert [i for batch in batches for i in batch] == order  # consecutive, every index once
         sums = [int(pixels[batch].sum()) for batch in batches]
@@ -237,7 +238,7 @@ def test_make_dataset_batches_cover_every_example_within_budget():
     assert plain == [list(range(len(data)))]
     # Training batches: the balanced split of the epoch's order, as many every epoch.
     shuffled = make_dataset(data, CHARS, budget, shuffle=True, seed=3)
-    assert int(shuffled.cardinality()) == epoch_batch_count(data.pixels(), budget)
+    assert int(shuffled.cardinality()) == steps_per_epoch(data.pixels(), budget)
     order = np.random.default_rng([3, 0]).permutation(len(data))
     assert [int(images.nrows()) for images, _ in shuffled] == [
         len(b) for b in balanced_batches(data.pixels(), budget, order)]
@@ -347,8 +348,8 @@ def test_learning_rate_halving_restores_the_best_epoch():
     _assert_weights_equal(model.get_weights(), best_weights)
 
 
-# best epoch (0.4, 0.7); then (cer, wer) -> whether each trigger halves
-TRIGGER_CASES = [
+# best epoch (0.4, 0.7); then (cer, wer) -> whether each halve_on rule halves
+HALVE_ON_CASES = [
     ((0.5, 0.6), {"either": True, "both": False, "cer": True, "wer": False}),   # CER worse only
     ((0.3, 0.8), {"either": False, "both": False, "cer": False, "wer": False}),  # WER worse, CER best: new best
     ((0.4, 0.8), {"either": True, "both": False, "cer": False, "wer": True}),   # WER worse only
@@ -358,24 +359,24 @@ TRIGGER_CASES = [
 ]
 
 
-@pytest.mark.parametrize("trigger", ["either", "both", "cer", "wer"])
-def test_learning_rate_halving_triggers(trigger):
+@pytest.mark.parametrize("halve_on", ["either", "both", "cer", "wer"])
+def test_learning_rate_halving_rules(halve_on):
     model = _dense_model(0.01)
-    for (cer, wer), halves in TRIGGER_CASES:
+    for (cer, wer), halves in HALVE_ON_CASES:
         model.optimizer.learning_rate = 0.01
-        halving = LearningRateHalving(trigger)
+        halving = LearningRateHalving(halve_on)
         halving.set_model(model)
         halving.on_epoch_end(0, {"val_cer": 0.4, "val_wer": 0.7})
         best_weights = model.get_weights()
         _perturb(model)
         epoch_weights = model.get_weights()
         halving.on_epoch_end(1, {"val_cer": cer, "val_wer": wer})
-        assert _learning_rate(model) == pytest.approx(0.005 if halves[trigger] else 0.01), (cer, wer)
-        assert halving.halvings == ([2] if halves[trigger] else [])
-        # The best epoch is the lowest (CER, WER) in that order, whatever the trigger.
+        assert _learning_rate(model) == pytest.approx(0.005 if halves[halve_on] else 0.01), (cer, wer)
+        assert halving.halvings == ([2] if halves[halve_on] else [])
+        # The best epoch is the lowest (CER, WER) in that order, whatever the rule.
         new_best = (cer, wer) < (0.4, 0.7)
         assert halving.best["epoch"] == (2 if new_best else 1)
-        if halves[trigger]:  # back to the best epoch's weights (a new best never halves)
+        if halves[halve_on]:  # back to the best epoch's weights (a new best never halves)
             assert not new_best
             _assert_weights_equal(model.get_weights(), best_weights)
         else:
@@ -383,7 +384,7 @@ def test_learning_rate_halving_triggers(trigger):
 
 
 def test_learning_rate_halving_errors_and_minimum():
-    with pytest.raises(ValueError, match="trigger"):
+    with pytest.raises(ValueError, match="halve_on"):
         LearningRateHalving("sometimes")
     model = _dense_model(0.01)
     halving = LearningRateHalving()
@@ -516,8 +517,7 @@ def test_validation_error_rates_are_those_of_greedy_transcriptions():
     grays = [_inked(w, rng) for w in (20, 35, 64, 17, 40, 90)]
     texts = ["b", "c a", "b  a", "a", " b", "a b"]
     data = TextImageSet(grays, texts, [str(i) for i in range(len(grays))])
-    dataset = make_dataset(data, charset, batch_pixels=1000, shuffle=False)  # [0, 1], [2, 3], [4], [5]
-    callback = ValidationErrorRates(dataset, texts, charset)
+    callback = ValidationErrorRates(data, batch_pixels=1000)  # batches [0, 1], [2, 3], [4], [5]
     callback.set_model(recognizer)
     logs = {}
     callback.on_epoch_end(0, logs)
@@ -531,10 +531,10 @@ def test_validation_error_rates_are_those_of_greedy_transcriptions():
     assert logs["val_wer"] == pytest.approx(error_rate(texts, hypotheses, "word"))
     callback.on_epoch_end(1, None)  # no logs: nothing to write into, no error
 
-    # column_scores: scaled to the model's input height (32 -> 16 rows), in other batches, in order.
+    # Transcriber.scores: scaled to the model's input height (32 -> 16 rows), in other batches, in order.
     assert recognizer.input_height == 16
     tall = [np.kron(g, np.ones((2, 2), np.uint8)) for g in grays]
-    results = column_scores(recognizer, tall, batch_pixels=5000)
+    results = Transcriber(recognizer, batch_pixels=5000).scores(tall)
     resized = [np.asarray(Image.fromarray(g).resize((g.shape[1] // 2, 16), Image.BILINEAR)) for g in tall]
     expected = recognizer(ragged_stack([(1.0 - g.astype(np.float32) / 255.0)[..., None] for g in resized]))
     assert len(results) == len(grays)

@@ -11,7 +11,7 @@ Steps, all under ``--out`` (default ``runs/main``):
 4. Validation and test CER/WER of the best model: greedy and beam search + LM; ``main.json``.
 
 ``--preset quick`` (default) fits in 20 minutes on 2 cores; ``--preset full`` trains an hour on
-more data for lower error rates (README, "Main job figures", has the measured ones).
+more data for lower error rates (docs/performance.md, "Main job", has the measured ones).
 """
 
 from __future__ import annotations

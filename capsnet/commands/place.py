@@ -1,4 +1,4 @@
-"""``capsnet place``: where each MLCN lane goes for a lane spec and device speeds (seed §IV),
+"""``capsnet place``: where each MLCN lane goes for a lane spec and device speeds (Rosario et al. 2019, §IV),
 as a table or JSON; the devices may be hypothetical (nothing runs on them unless ``--probe``)."""
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import io
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
 
 class ImageReadError(ValueError):
@@ -31,8 +32,6 @@ def decode_gray(data: bytes, name: str = "<request body>") -> np.ndarray:
 
 
 def _read_gray(source: str | Path | io.BytesIO, name: str) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
-
     try:
         with Image.open(source) as image:
             gray = np.asarray(image.convert("L"), dtype=np.uint8)
@@ -53,8 +52,6 @@ def scale_to_height(gray: np.ndarray, height: int | None) -> np.ndarray:
         raise ValueError(f"expected a non-empty [H, W] gray image, got shape {gray.shape}")
     if height is None or height == gray.shape[0]:
         return gray
-    from PIL import Image
-
     width = max(1, round(gray.shape[1] * height / gray.shape[0]))
     return np.asarray(Image.fromarray(gray).resize((width, height), Image.BILINEAR))
 

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, ImageDraw, ImageFont
 
 from tfnhr.choices import KINDS, SUBSETS
 from tfnhr.data.iam import OFFICIAL_SPLIT_DIR, OFFICIAL_SPLIT_FILES, OFFICIAL_VALIDATION2
@@ -174,8 +175,6 @@ class RenderStyle:
 
 @functools.lru_cache(maxsize=None)
 def _font(path: str, size: int):
-    from PIL import ImageFont
-
     return ImageFont.truetype(path, size)
 
 
@@ -192,8 +191,6 @@ def _font_scale(path: str) -> float:
 def _glyph(path: str, size: int, char: str) -> tuple[np.ndarray, int, int, float]:
     """``(uint8 [h, w] coverage, left, top, advance)`` of ``char`` at ``size`` px: the bitmap's
     offset from the pen position on the baseline, and the pen's advance (px)."""
-    from PIL import Image, ImageDraw
-
     font = _font(path, size)
     left, top, right, bottom = font.getbbox(char, anchor="ls")
     bitmap = Image.new("L", (max(right - left, 1), max(bottom - top, 1)))
@@ -293,8 +290,6 @@ def _compose(placed: list[list[tuple[np.ndarray, int, int]]]) -> tuple[np.ndarra
 def _shear(canvas: np.ndarray, stretch: float, slant: float) -> tuple[np.ndarray, float]:
     """``canvas`` mapped by ``u = stretch * x - slant * y + shift`` (tops of letters lean right for
     slant > 0), and ``shift`` (which keeps ``u >= 0``)."""
-    from PIL import Image
-
     height = canvas.shape[0]
     shift = max(slant, 0.0) * height
     width = math.ceil(stretch * canvas.shape[1] + abs(slant) * height)
@@ -465,8 +460,6 @@ class _IamWriter:
         self.counts = {split: {"lines": 0, "words": 0} for split in SUBSETS}
 
     def _add(self, folder: str, split: str, item_id: str, image: np.ndarray, row: str) -> None:
-        from PIL import Image
-
         path = _image_path(self.out, folder, item_id)
         if path.parent not in self.folders:
             path.parent.mkdir(parents=True, exist_ok=True)

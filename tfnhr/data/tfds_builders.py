@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 import tensorflow_datasets as tfds
 
-from tfnhr.data import iam
+from tfnhr.data import iam, synthetic
 from tfnhr.data.images import load_gray
 
 TFDS_SPLITS = {"train": "train", "validation": "val", "test": "test"}
@@ -122,8 +122,6 @@ class TfnhrSynthetic(_TextImageBuilder):
         return {name: self._generate_examples(name) for name in self.builder_config.sizes}
 
     def _generate_examples(self, name: str):
-        from tfnhr.data import synthetic  # renders with fonts: imported only when building
-
         config = self.builder_config
         subset = TFDS_SPLITS[name]
         examples = synthetic.generate(config.sizes[name], seed=config.seed, kind=config.kind,

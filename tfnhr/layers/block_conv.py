@@ -1,6 +1,6 @@
 """Block-strided convolution (kernel = stride = block) on dense and ragged image batches.
 
-Seed paper §V-B. Between MDLSTM layers, a convolution whose stride equals its kernel merges each
+Wenniger et al. 2019, §V-B. Between MDLSTM layers, a convolution whose stride equals its kernel merges each
 non-overlapping ``bh x bw`` block of pixels into one output pixel. Its blocks never straddle two
 examples, so a ragged batch needs no padding to a common size: every example is chopped into its
 own blocks, all blocks of all examples are stacked on one axis and multiplied with the kernel in

@@ -15,7 +15,7 @@ class CtcScores(keras.layers.Layer):
     With ``project`` a dense map (shared across ``directions`` channel groups and summed over
     them, :class:`~tfnhr.layers.DirectionSharedDense`) gives ``num_classes`` scores; without,
     the input must already have ``num_classes`` channels. Image input is then summed over its
-    height (``T = W``), as the seed's recognizer does after its last MDLSTM.
+    height (``T = W``), as the recognizer of Wenniger et al. 2019 does after its last MDLSTM.
     """
 
     def __init__(self, num_classes: int, directions: int = 1, project: bool = True, **kwargs) -> None:

@@ -10,7 +10,7 @@ import tensorflow as tf
 class DirectionSharedDense(keras.layers.Layer):
     """One dense map applied to every direction's features, then summed over the directions.
 
-    ``[..., D * u]`` -> ``[..., K]``: ``sum_d x[..., d*u:(d+1)*u] @ kernel + bias`` (the seed's
+    ``[..., D * u]`` -> ``[..., K]``: ``sum_d x[..., d*u:(d+1)*u] @ kernel + bias`` (Wenniger et al. 2019's
     fully connected layer shared across the MDLSTM directions), then ``activation`` (none by
     default). ``directions=1`` is a plain dense layer. Ragged input maps its flat values.
     """

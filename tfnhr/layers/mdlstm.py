@@ -94,7 +94,7 @@ class MDLSTM2D(keras.layers.Layer):
       packing_max_width: row width for example packing (``plan_packing``'s ``max_width``;
         ``None``: the widest example of the batch).
       packing_height_step: ``plan_packing``'s ``height_step``: packing rows bucket examples by
-        height rounded up to this multiple (``1``: exact heights, as in the seed). Larger steps
+        height rounded up to this multiple (``1``: exact heights, as in Wenniger et al. 2019). Larger steps
         give fewer, fuller rows for words of varied heights, at the cost of invalid cells under
         the shorter examples of a row; the outputs are the same either way.
       **kwargs: Keras layer arguments (``name``, ``dtype``, ...).

@@ -3,12 +3,12 @@
 All three cells see the input ``x`` (``C`` channels) and two predecessors, the *left* one
 ``(h1, s1)`` and the *upper* one ``(h2, s2)`` (in scan direction), each ``units`` wide.
 Every gate ``g`` has an input matrix ``W_g`` (C x u), recurrent matrices ``U_g1, U_g2`` (u x u, on
-``h1``, ``h2``) and a bias ``b_g``.  Peephole matrices (full u x u matrices, as in the seed's
+``h1``, ``h2``) and a bias ``b_g``.  Peephole matrices (full u x u matrices, as in Wenniger et al. 2019's
 grouped convolutions) are present only where listed.  ``W x`` stands for the matrix product in
 the layer's row-vector convention, ``x @ W`` with ``W`` of shape ``[C, u]``
 (``MDLSTM2D.gate_weights`` returns the matrices in that form):
 
-``"leaky_lp"`` (seed paper variant of Leifert et al.'s Leaky LP cell; the default)::
+``"leaky_lp"`` (Wenniger et al. 2019's variant of Leifert et al.'s Leaky LP cell; the default)::
 
     a    = tanh   (W_a x  + U_a1 h1  + U_a2 h2                          + b_a)
     i    = sigmoid(W_i x  + U_i1 h1  + U_i2 h2  + V_i1 s1 + V_i2 s2      + b_i)

@@ -1,4 +1,4 @@
-"""``ConfigNetwork``: a recognizer whose layers come from a config file's ``network`` (seed §3.1).
+"""``ConfigNetwork``: a recognizer whose layers come from a config file's ``network`` (Doetsch et al. 2017, §3.1).
 
 It is a Keras model over the layer graph that :func:`~tfnhr.network.plan.plan_network` orders:
 each layer reads its ``from`` layers' outputs (concatenated along the channels) and the ``ctc``

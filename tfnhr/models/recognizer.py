@@ -1,4 +1,4 @@
-"""The handwriting recognizer of the seed paper (§II): MDLSTM -> block conv -> MDLSTM -> block
+"""The handwriting recognizer of Wenniger et al. 2019 (§II): MDLSTM -> block conv -> MDLSTM -> block
 conv -> MDLSTM -> fully connected shared across directions -> sum over directions and height ->
 per-column character scores for CTC.
 
@@ -26,7 +26,7 @@ PRESETS: dict[str, dict] = {
     "small": {"mdlstm_units": (2, 10, 50), "conv_filters": (6, 20)},
     "large": {"mdlstm_units": (4, 20, 100), "conv_filters": (12, 40)},
 }
-"""The seed's two model sizes (§VII): MDLSTM units per level and block-conv filters."""
+"""The two model sizes of Wenniger et al. 2019 (§VII): MDLSTM units per level and block-conv filters."""
 
 
 @keras.saving.register_keras_serializable(package="tfnhr")

@@ -1,4 +1,4 @@
-"""Config files (JSON or YAML): a ``network`` plus the training parameters, in one file (seed §3.1).
+"""Config files (JSON or YAML): a ``network`` plus the training parameters, in one file (Doetsch et al. 2017, §3.1).
 
 Layout::
 
@@ -13,11 +13,11 @@ Only ``network`` is required. :data:`TRAINING_KEYS` lists the training parameter
 may hold; any other key is an error (a typo must not be ignored). ``optimizer`` is a name
 (``adam``, ``sgd``, ``rmsprop``, ``nadam``, ``adagrad``, ``adadelta``) or a mapping with
 ``class`` and that Keras optimizer's arguments (e.g. ``{"class": "sgd", "momentum": 0.9,
-"nesterov": true}``). ``schedule`` is ``halve_on_either|both|cer|wer`` (the seed's learning rate
+"nesterov": true}``). ``schedule`` is ``halve_on_either|both|cer|wer`` (Wenniger et al. 2019's learning rate
 halving on the validation CER/WER) or ``constant``.
 
-The shipped files (:func:`shipped_configs`: ``small``, ``large`` = the seed's two recognizer
-sizes, ``blstm`` = RETURNN's Fig. 1 bidirectional LSTM over the collapsed image) can be named
+The shipped files (:func:`shipped_configs`: ``small``, ``large`` = the two recognizer sizes of
+Wenniger et al. 2019, ``blstm`` = RETURNN's Fig. 1 bidirectional LSTM over the collapsed image) can be named
 without a path: ``tfnhr train --config small``.
 """
 

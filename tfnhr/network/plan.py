@@ -1,4 +1,4 @@
-"""From a config's ``network`` dict to a checked build order (RETURNN's construction, seed §3.1).
+"""From a config's ``network`` dict to a checked build order (RETURNN's construction, Doetsch et al. 2017, §3.1).
 
 A network maps layer names to descriptions ``{"class": ..., "from": [...], ...params}``. The
 input image is the layer ``"data"``; a layer without ``"from"`` reads ``"data"`` (RETURNN's

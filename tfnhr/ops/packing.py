@@ -1,13 +1,13 @@
 """Example packing: tile variable-size images into a few canvases instead of padding them.
 
-Seed paper §V and Appendix B. An MDLSTM scans a skewed grid column by column (see
+Wenniger et al. 2019, §V and Appendix B. An MDLSTM scans a skewed grid column by column (see
 :mod:`tfnhr.ops.skew`), so its cost is the number of *skewed* cells it computes,
 ``R * Hc * (Wc + Hc - 1)`` for ``R`` canvases of ``Hc x Wc`` pixels, and its sequential length is
 ``Wc + Hc - 1`` loop steps. Padding every example of a batch to the batch's largest height and
 width ("last-minute batch padding", LMBR, :func:`pad_batch`) wastes most of that on word images.
 Packing (:func:`plan_packing` + :func:`pack`) instead
 
-1. buckets the examples by height (a row holds examples of exactly one height, as in the seed,
+1. buckets the examples by height (a row holds examples of exactly one height, as in Wenniger et al. 2019,
    so no cell under a shorter example of a row is wasted; with ``height_step > 1`` a row holds
    the examples whose heights round up to the same multiple of ``height_step``, see
    :func:`plan_packing`);
@@ -278,10 +278,10 @@ def plan_packing(
         1.5-2x canvas with less slack. One unbounded canvas would be far worse: its skew
         triangle grows quadratically with the number of rows.
       height_step: bucket the examples by their height rounded *up* to a multiple of
-        ``height_step`` instead of by their exact height. ``1`` (default): the seed's
+        ``height_step`` instead of by their exact height. ``1`` (default): Wenniger et al. 2019's
         exact-height buckets. Why: word images have many distinct heights (a 48-word batch
         ~17), so exact-height buckets leave most rows and canvases half empty; coarser buckets
-        give fewer, fuller rows (benchmarks/README.md: a waste factor of ~2.7 -> ~1.6 at 200
+        give fewer, fuller rows (docs/performance.md: a waste factor of ~2.7 -> ~1.6 at 200
         words with 8). Cost: a row is as tall as its tallest member, so every shorter example
         of the row leaves invalid (mask ``False``) cells below it that the scan still computes.
         Exactness is unaffected: the MDLSTM zeroes its states on invalid cells, every

@@ -14,6 +14,9 @@ from email.message import Message
 from email.parser import BytesParser
 
 import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from tfnhr.data.images import ImageReadError, decode_gray
 
 RAW_BODY_NAME = "request body"
 """The name a raw (non-multipart) image goes by in error messages."""
@@ -65,10 +68,6 @@ def read_gray(data: bytes, name: str, max_height: int, max_width: int) -> np.nda
     """Encoded image -> uint8 ``[H, W]`` gray levels. The size (pixels) is read from the image
     header before any pixel is decoded: :class:`RequestError` 413 if it exceeds ``max_height``
     x ``max_width``; 400 if ``data`` is empty or not an image."""
-    from PIL import Image, UnidentifiedImageError
-
-    from tfnhr.data.images import ImageReadError, decode_gray
-
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size
