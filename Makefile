@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 NP ?= 2
 
-.PHONY: setup demo demo-full demo-horovod test bench bench-fashion clean
+.PHONY: setup demo demo-full demo-horovod test test-fast bench bench-fashion clean
 
 setup:
 	TFNHR_VENV=$(abspath $(VENV)) ./scripts/setup.sh
@@ -22,8 +22,13 @@ demo-full: setup
 demo-horovod: setup
 	$(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --gloo $(PY) -m horovod_jobs.demo
 
+# Everything (what CI runs).
 test: setup
 	$(PY) -m pytest tests -q
+
+# The quick loop (< 3 min on 2 cores): no tests marked slow, horovod or subprocess (setup.cfg).
+test-fast: setup
+	$(PY) -m pytest tests -q -m "not slow and not horovod and not subprocess"
 
 # Benchmarks (single thread, JSON into build/bench/); each prints its table too.
 bench: setup

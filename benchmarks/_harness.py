@@ -170,11 +170,14 @@ def cpu_model() -> str:
     return "unknown"
 
 
-def _version(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+def _version(*distributions: str) -> str | None:
+    """The installed version of the first of ``distributions`` that is installed."""
+    for distribution in distributions:
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return None
 
 
 def _git_commit() -> str | None:
@@ -194,7 +197,8 @@ def environment() -> dict:
     average, the command line and the git commit."""
     record = {
         "python": platform.python_version(),
-        "tensorflow": _version("tensorflow"), "keras": _version("keras"), "numpy": _version("numpy"),
+        "tensorflow": _version("tensorflow", "tensorflow-cpu"), "keras": _version("keras"),
+        "numpy": _version("numpy"),
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),

@@ -18,6 +18,7 @@ import sys
 import time
 
 import _harness
+
 from capsnet.environment import prefer_onednn
 
 ONEDNN = prefer_onednn()  # before keras imports TensorFlow

@@ -81,9 +81,8 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 import _harness
+import numpy as np
 
 CHANNELS = 32
 DENSE = [(b, t, CHANNELS, u) for u in (32, 128) for b, t in ((16, 100), (64, 100), (64, 400))]

@@ -16,6 +16,7 @@ import statistics
 import sys
 
 import _harness
+
 from capsnet.environment import prefer_onednn
 
 MODELS = {"capsnet": None, "mlcn_2x4": ["4x1"] * 2, "mlcn_8x4": ["4x1"] * 8}

@@ -1,7 +1,7 @@
 """Example packing vs last-minute batch padding (LMBR) for a 4-directional Leaky-LP MDLSTM2D.
 
-Seed paper ("No padding please", §V and §VII-C, Table IV): on two GPUs, packing trained IAM
-words 6.6x and IAM lines 1.45x faster (examples/s) than LMBR, at equal peak GPU memory (batch
+Wenniger et al. 2019 ("No Padding Please", §V and §VII-C, Table IV): on two GPUs, packing trained
+IAM words 6.6x and IAM lines 1.45x faster (examples/s) than LMBR, at equal peak GPU memory (batch
 200 vs 20 for words, 12 vs 8 for lines). This script measures the same comparison on this
 project's CPU for one ``MDLSTM2D(units=4, cell="leaky_lp", directions=4)`` layer fed ragged
 input, ``packing="examples"`` against ``packing="pad"``.
@@ -27,12 +27,13 @@ and 20-700 px wide with a long tail; line images ~40-150 px tall with moderate v
   log-normal factor (sigma 0.12), clipped to 30-150 px. Scaled: heights 8-38 px (8-34 in a
   16k pool, median 16), widths 5-175 px (median 35, mean 42, long right tail); height
   bimodal-ish (tokens with / without ascenders and descenders). Check: LMBR at batch 20 pads
-  75 % of its (unskewed) pixels, the seed's "about 75 %" for IAM words.
+  75 % of its (unskewed) pixels, the "about 75 %" of Wenniger et al. 2019 for IAM words.
 * **lines**: height ``N(115, 18)`` px clipped to 40-150 (scaled 10-38, mean ~29);
   width: 85 % full lines ``N(1750, 180)`` px, 15 % paragraph-final lines ``U(1000, 1600)`` px,
   clipped to 1000-2400 (scaled 250-600, mean ~430).
 
-Why 1/4: an MDLSTM layer of the seed's network (Pham et al.'s structure) never sees the scan at
+Why 1/4: an MDLSTM layer of the network of Wenniger et al. 2019 (Pham et al.'s structure) never
+sees the scan at
 full resolution (the first one after a 2x2 input block, later ones after further block-strided
 convolutions), and at 1/4 a 4-directional training step on one line (~29 x 430 px) costs
 ~50 ms on one core, so the whole benchmark fits a few CPU minutes. One factor for both
@@ -49,7 +50,8 @@ Measurements
    batches of one pass over a fixed pool of example sizes: packing ``R * Hc * (Wc + Hc - 1)``
    (``plan_packing(sizes).computed_cells()``), LMBR ``B * Hmax * (Wmax + Hmax - 1)``
    (``plan_padding``); valid ``sum(H_i * W_i)``. Also reported: the plain (unskewed) padding
-   share of LMBR, comparable to the seed's "about 75 % of the input pixels is padding" for words.
+   share of LMBR, comparable to "about 75 % of the input pixels is padding" for words in
+   Wenniger et al. 2019.
 2. **Equal activation-memory budget.** ``tf.config.experimental.get_memory_info('CPU:0')`` does
    not work on CPU (TF 2.18: ``ValueError: Allocator stats not available for device
    'CPU:0'``), so peak memory is measured as peak RSS growth of a fresh subprocess per
@@ -57,10 +59,10 @@ Measurements
    minus ``ru_maxrss`` after TF import, layer build and tracing the training step on a tiny
    batch (the fixed cost every batch size pays). The steps measured are the *two worst batches
    of an epoch* over the pool (largest computed-cell count for that mode at that batch size):
-   as the seed stresses, the worst batch decides which batch size fits, not the average one.
-   The budget: ``--budget-mb`` if given, else 1.05 x the measured peak of LMBR at the seed's
-   LMBR batch size (20 words, 8 lines; quick: 8, 4), i.e. "the memory LMBR needed at the
-   batch size the seed could afford". For each mode the largest batch of a sorted candidate
+   as Wenniger et al. 2019 stress, the worst batch decides which batch size fits, not the
+   average one. The budget: ``--budget-mb`` if given, else 1.05 x the measured peak of LMBR at
+   the LMBR batch size of Wenniger et al. 2019 (20 words, 8 lines; quick: 8, 4), i.e. "the
+   memory LMBR needed at the batch size the paper could afford". For each mode the largest batch of a sorted candidate
    list whose peak fits is found by a bracketing search (next probe predicted from the
    measured bytes per computed cell).
 3. **Training throughput**: examples/s of forward + backward (gradients of ``sum(outputs)``
@@ -78,8 +80,8 @@ Measurements
    cells``): ``a`` is the per-column overhead (op dispatch of the while loop and its
    hand-written backward), ``b`` the per-cell cost, ``c_mode`` the fixed per-step cost (planning,
    pack / pad). On a GPU a column's cells run in parallel, so until the device saturates
-   ``time ~ a * columns`` and throughput grows with the batch that fits (the seed: 10x the
-   batch, 6.6x the speed for words); the "latency-bound projection" in the JSON is that ratio of
+   ``time ~ a * columns`` and throughput grows with the batch that fits (Wenniger et al.
+   2019: 10x the batch, 6.6x the speed for words); the "latency-bound projection" in the JSON is that ratio of
    examples per column. On one CPU core ``b * cells`` is ~90 % of a step at these batch sizes,
    so the speed-up is about the ratio of waste factors ("throughput-bound projection"), not of
    batch sizes; ``notes`` in the JSON spell this out with the run's figures.
@@ -90,8 +92,8 @@ Findings (two full runs, ``--threads 1``, 2 shared vCPUs AVX2, TF 2.18 CPU; ~3 m
 Absolute examples/s moved by up to +-30 % between runs (other processes on the two vCPUs);
 the pack / LMBR ratios, measured interleaved in one process, moved by < 0.1.
 
-* **words: 2.2-2.3x** (seed GPU 6.6x). Equal budget ~190 MB -> LMBR batch 20, packing batch
-  48 (2.4x, seed 10x). Waste at those batches: LMBR 4.8 (canvas fill 25 %, skew 1.22),
+* **words: 2.2-2.3x** (GPUs in Wenniger et al. 2019: 6.6x). Equal budget ~190 MB -> LMBR batch
+  20, packing batch 48 (2.4x; the paper 10x). Waste at those batches: LMBR 4.8 (canvas fill 25 %, skew 1.22),
   packing 2.25 (fill 55 %, skew 1.26). Fit: ~0.43 us per computed cell-direction, plus a
   per-column overhead of 0.07-0.19 ms (its split with the ~0-5 ms per-step cost is not stable
   between runs); cells are 80-90 % of a step in both modes, so the measured ratio is the waste
@@ -106,7 +108,7 @@ the pack / LMBR ratios, measured interleaved in one process, moved by < 0.1.
   5.3-5.9x at 200: LMBR's waste rises (3.6 -> 7.0) and at 6000 scan rows its per-cell cost
   too, packing's waste falls (2.8 -> 1.7). LMBR's examples/s is flat to falling with the batch
   (most at 8-64), packing's rises (most at 200): 2.6-3.4x best against best.
-* **lines: 1.0x** (1.01-1.04x; seed GPU 1.45x). Packing does not reduce the waste of these
+* **lines: 1.0x** (1.01-1.04x; GPUs in Wenniger et al. 2019: 1.45x). Packing does not reduce the waste of these
   lines (1.52 vs 1.53 at batch 8; worst batch 192.7k vs 193.6k cells), so the budget admits
   batch 8 for both. A line is too wide to share a row with another (rows hold one exact height
   and lines are 250-600 px wide), so every packed row is one line, the canvas is as wide as
@@ -114,7 +116,7 @@ the pack / LMBR ratios, measured interleaved in one process, moved by < 0.1.
   canvases of up to 2x the tallest line trades LMBR's height padding for canvas slack and a
   bigger skew triangle (fill 71 % vs 70 %, skew 1.08 vs 1.07). With this distribution's
   moderate height spread (sd 18 px at full resolution) there is little height padding to win
-  back; the seed's 1.45x (batch 12 vs 8) needs a larger worst-case height spread than
+  back; the paper's 1.45x (batch 12 vs 8) needs a larger worst-case height spread than
   modelled here.
 """
 
@@ -125,11 +127,11 @@ import json
 import math
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 
+import _harness
 import numpy as np
 
 SCALE = 0.25
@@ -145,7 +147,8 @@ CHANNELS = 1
 DIRECTIONS = 4
 
 SETTINGS = {
-    # pool: example sizes drawn once; ref: the seed's LMBR batch size (sets the auto budget);
+    # pool: example sizes drawn once; ref: the LMBR batch size of Wenniger et al. 2019 (sets the
+    # auto budget);
     # candidates: batch sizes searched; waste_batches: batch sizes of the waste table;
     # timed: examples timed per mode at the budget's batch sizes (whole batches, >= 2);
     # sweep: both modes also timed at these equal batch sizes, sweep_examples each.
@@ -180,13 +183,17 @@ more than this factor is taken as not fitting without a probe (marked ``predicte
 BUDGET_HEADROOM = 1.05
 """Auto budget = this x LMBR's measured peak at the reference batch (RSS measurement noise)."""
 
+PAPER = "Wenniger et al. 2019"
+"""The paper this benchmark follows, as it is cited in the output."""
+
 DEFAULT_BYTES_PER_CELL = 1000.0
 """First guess of peak bytes per computed (skewed) cell, 4 directions x 4 units (refined by
 every probe)."""
 
-SEED_GPU = {"words": {"batch_pad": 20, "batch_pack": 200, "speedup": 16.1 / 2.38},
-            "lines": {"batch_pad": 8, "batch_pack": 12, "speedup": 0.355 / 0.243}}
-"""Seed Table IV (two GPUs, whole network): batch sizes and examples/s ratio."""
+PAPER_GPU = {"words": {"batch_pad": 20, "batch_pack": 200, "speedup": 16.1 / 2.38},
+             "lines": {"batch_pad": 8, "batch_pack": 12, "speedup": 0.355 / 0.243}}
+"""Wenniger et al. 2019, Table IV (two GPUs, whole network): batch sizes and examples/s ratio
+(JSON key ``seed_gpu``)."""
 
 
 # --------------------------------------------------------------------------- distributions
@@ -295,10 +302,7 @@ def worker(task: dict) -> dict:
       LMBR and packed steps so that load changes on shared cores hit both alike; then the
       single-example calibration steps (min of 4 runs each).
     """
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(task["threads"])
-    tf.config.threading.set_inter_op_parallelism_threads(task["threads"])
+    tf = _harness.set_threads(task["threads"])
     from tfnhr.layers.mdlstm import MDLSTM2D
     from tfnhr.ops import packing as ops
 
@@ -339,9 +343,8 @@ def worker(task: dict) -> dict:
         return step, layer, time.perf_counter() - t0
 
     def timed(step, x):
-        c0, t0 = time.process_time(), time.perf_counter()
-        step(x).numpy()
-        return time.perf_counter() - t0, time.process_time() - c0
+        _, wall, cpu = _harness.timed(lambda: step(x).numpy())
+        return wall, cpu
 
     if task["kind"] == "memory":
         step, _, trace_s = make_step(task["mode"])
@@ -385,14 +388,7 @@ def run_worker(task: dict) -> dict:
         path = os.path.join(tmp, "task.json")
         with open(path, "w") as f:
             json.dump(task, f)
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", path],
-                              capture_output=True, text=True, env=env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{task['kind']} worker failed ({proc.returncode}):\n"
-                               f"{proc.stderr[-4000:]}")
-        with open(path + ".out") as f:
-            return json.load(f)
+        return _harness.run_child(__file__, ["--worker", path], dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
 
 # --------------------------------------------------------------------------- orchestration
@@ -402,8 +398,8 @@ MODE_KEYS = {"pad": "pad", "examples": "pack"}
 
 
 class Bench:
-    def __init__(self, args, log):
-        self.args, self.log = args, log
+    def __init__(self, args):
+        self.args = args
         self._stats = {}
 
     def stats(self, pool, mode, batch):
@@ -429,9 +425,9 @@ class Bench:
         out.update(mode=mode, batch=batch, wall_s=time.perf_counter() - t0,
                    worst_batch_cells=stats[worst[0]]["computed"],
                    bytes_per_cell=out["peak_mb"] * 2**20 / stats[worst[0]]["computed"])
-        self.log(f"  {dist:5s} {mode:8s} B={batch:<5d} peak {out['peak_mb']:7.1f} MB "
-                 f"(worst batch {out['worst_batch_cells']} cells, "
-                 f"{out['bytes_per_cell']:.0f} B/cell)  [{out['wall_s']:.0f} s]")
+        _harness.log(f"  {dist:5s} {mode:8s} B={batch:<5d} peak {out['peak_mb']:7.1f} MB "
+                     f"(worst batch {out['worst_batch_cells']} cells, "
+                     f"{out['bytes_per_cell']:.0f} B/cell)  [{out['wall_s']:.0f} s]")
         return out
 
     def search(self, dist, pool, mode, candidates, budget_mb, known=(),
@@ -514,16 +510,16 @@ class Bench:
                 m["mean_scan_rows"] = float(np.mean([st["canvases"] * (st["canvas_h"] + 1)
                                                      for st in m["stats"]]))
                 m["mean_columns"] = float(np.mean([st["columns"] for st in m["stats"]]))
-            self.log(f"  {dist:5s} timed [{info['label']}] LMBR B={info['pad']['batch']}: "
-                     f"{info['pad']['examples_per_s']:.1f} ex/s "
-                     f"({info['pad']['examples_per_cpu_s']:.1f}/cpu-s), pack "
-                     f"B={info['examples']['batch']}: {info['examples']['examples_per_s']:.1f} "
-                     f"ex/s ({info['examples']['examples_per_cpu_s']:.1f}/cpu-s)")
+            _harness.log(f"  {dist:5s} timed [{info['label']}] LMBR B={info['pad']['batch']}: "
+                         f"{info['pad']['examples_per_s']:.1f} ex/s "
+                         f"({info['pad']['examples_per_cpu_s']:.1f}/cpu-s), pack "
+                         f"B={info['examples']['batch']}: {info['examples']['examples_per_s']:.1f} "
+                         f"ex/s ({info['examples']['examples_per_cpu_s']:.1f}/cpu-s)")
         calibration = {mode: {"stats": [layout_stats(b, mode, self.args.height_step)
                                         for b in singles],
                               **out["calibration"][mode]}
                        for mode in ("pad", "examples")}
-        self.log(f"  {dist:5s} timing worker {time.perf_counter() - t0:.0f} s")
+        _harness.log(f"  {dist:5s} timing worker {time.perf_counter() - t0:.0f} s")
         return meta, calibration, out["trace_s"]
 
     def distribution(self, dist: str, settings: dict) -> dict:
@@ -531,9 +527,9 @@ class Bench:
         pool = DISTRIBUTIONS[dist](settings["pool"], rng)
         heights = np.array([h for h, _ in pool])
         widths = np.array([w for _, w in pool])
-        self.log(f"{dist}: pool of {len(pool)}: H {heights.min()}-{heights.max()} "
-                 f"(mean {heights.mean():.1f}), W {widths.min()}-{widths.max()} "
-                 f"(mean {widths.mean():.1f})")
+        _harness.log(f"{dist}: pool of {len(pool)}: H {heights.min()}-{heights.max()} "
+                     f"(mean {heights.mean():.1f}), W {widths.min()}-{widths.max()} "
+                     f"(mean {widths.mean():.1f})")
         result = {"pool": {"size": len(pool),
                            "height": _summary(heights), "width": _summary(widths),
                            "pixels": _summary(heights * widths)}}
@@ -545,10 +541,10 @@ class Bench:
         else:
             ref_probe = self.probe(dist, pool, "pad", ref)
             budget, known = BUDGET_HEADROOM * ref_probe["peak_mb"], [ref_probe]
-            budget_source = (f"{BUDGET_HEADROOM} x LMBR peak at the seed's LMBR batch {ref} "
+            budget_source = (f"{BUDGET_HEADROOM} x LMBR peak at the LMBR batch {ref} of {PAPER} "
                              f"({ref_probe['peak_mb']:.1f} MB)")
         result["budget_mb"], result["budget_source"] = budget, budget_source
-        self.log(f"  budget {budget:.1f} MB ({budget_source})")
+        _harness.log(f"  budget {budget:.1f} MB ({budget_source})")
         chosen, probes = {}, {}
         bytes_per_cell = known[0]["bytes_per_cell"] if known else DEFAULT_BYTES_PER_CELL
         for mode in ("pad", "examples"):
@@ -557,7 +553,7 @@ class Bench:
                 known=known if mode == "pad" else (), bytes_per_cell=bytes_per_cell)
             bytes_per_cell = probes[mode][-1]["bytes_per_cell"]
             if batch is None:  # nothing fits: time the smallest candidate, flagged
-                self.log(f"  {dist}: no {mode} candidate fits the budget")
+                _harness.log(f"  {dist}: no {mode} candidate fits the budget")
                 batch = settings["candidates"][0]
             chosen[mode] = batch
         sets = [("budget", chosen["pad"], chosen["examples"])]
@@ -614,7 +610,7 @@ class Bench:
         result["max_wall_over_cpu"] = max(info[mode]["wall_over_cpu"] for info in timed_sets
                                           for mode in MODE_KEYS)
         result["physics"] = physics(timed_sets, calibration)
-        result["seed_gpu"] = SEED_GPU[dist]
+        result["seed_gpu"] = PAPER_GPU[dist]
         return result
 
 
@@ -721,9 +717,9 @@ def notes(results: dict) -> list[str]:
                           f"{w['examples_per_s_pack']:.0f}" for w in r["sweep"])
         lines.append(
             f"{dist}: packing {r['ratio_examples_per_s']:.2f}x LMBR in examples/s "
-            f"(seed GPU: {r['seed_gpu']['speedup']:.2f}x). Equal budget {r['budget_mb']:.0f} MB "
+            f"({PAPER} on GPUs: {r['seed_gpu']['speedup']:.2f}x). Equal budget {r['budget_mb']:.0f} MB "
             f"-> batch {r['pack']['batch']} vs {r['pad']['batch']} "
-            f"({r['batch_ratio']:.1f}x; seed {r['seed_gpu']['batch_pack']} vs "
+            f"({r['batch_ratio']:.1f}x; {PAPER}: {r['seed_gpu']['batch_pack']} vs "
             f"{r['seed_gpu']['batch_pad']}). Waste of the timed steps (computed / valid skewed "
             f"cells): pack {pack['waste']:.2f}, LMBR {pad['waste']:.2f}, so a throughput-bound "
             f"device gains ~{ph['throughput_bound_projection']:.2f}x. Fit over "
@@ -751,14 +747,14 @@ def notes(results: dict) -> list[str]:
                    for key, name in (("pad", "LMBR"), ("pack", "pack"))
                    if "worst_batch_cells" in r[key]) + "."))
     lines.append(
-        "Why the CPU ratio differs from the seed's GPU one: one CPU core computes every skewed "
+        f"Why the CPU ratio differs from the GPU one of {PAPER}: one CPU core computes every skewed "
         "cell in turn, so once a step has a few hundred scan rows its time is mostly "
         "per-cell cost x computed cells, and examples/s ~ 1 / (waste x pixels per example); "
         "the larger batch that packing's memory saving allows buys only the amortised column "
         "overhead, and the gain is about the ratio of waste factors at the two batch sizes. On "
         "a GPU the cells of a column run in parallel, the time is ~ the number of columns until "
         "the device saturates, and the gain follows examples per column, i.e. the batch ratio "
-        "(the seed's 10x batch for words). The batch ratio itself is set by the worst batch's "
+        "(10x the batch for words in Wenniger et al. 2019). The batch ratio itself is set by the worst batch's "
         "computed cells, see the waste table: packing's own waste (exact-height rows, one skew "
         "triangle per canvas) limits it.")
     return lines
@@ -797,7 +793,7 @@ def format_table(results: dict, total_s: float) -> str:
         ph = r["physics"]
         out.append(f"ratio pack/LMBR: {r['ratio_examples_per_s']:.2f}x examples/s "
                    f"({r['ratio_examples_per_cpu_s']:.2f}x per CPU-s), batch "
-                   f"{r['batch_ratio']:.1f}x; seed GPU {r['seed_gpu']['speedup']:.2f}x")
+                   f"{r['batch_ratio']:.1f}x; {PAPER} on GPUs {r['seed_gpu']['speedup']:.2f}x")
         out.append(f"fit: {ph['per_step_s']['pad'] * 1e3:.1f} | "
                    f"{ph['per_step_s']['pack'] * 1e3:.1f} ms/step (LMBR | pack) + "
                    f"{ph['per_column_s'] * 1e3:.3f} ms/column + "
@@ -827,42 +823,10 @@ def format_table(results: dict, total_s: float) -> str:
     return "\n".join(out)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", help="write the JSON here (default: print it to stdout)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="TF intra- and inter-op threads of every worker (default 1)")
-    parser.add_argument("--quick", action="store_true", help="small sizes: a ~1 min smoke run")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--budget-mb", type=float, default=None,
-                        help="activation-memory budget for both distributions (default: 1.05 x "
-                             "LMBR's peak at the seed's LMBR batch size)")
-    parser.add_argument("--only", choices=sorted(DISTRIBUTIONS), action="append",
-                        help="run only this distribution (repeatable)")
-    parser.add_argument("--via", choices=("layer", "ops"), default="layer",
-                        help="'layer': MDLSTM2D's own ragged path (default); 'ops': pack / pad "
-                             "with tfnhr.ops.packing and call the layer's dense masked path "
-                             "(a cross-check of the layer's ragged overhead)")
-    parser.add_argument("--height-step", type=int, default=1,
-                        help="plan_packing's height_step for packing (default 1: exact-height "
-                             "row buckets, as in the seed)")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.worker:
-        with open(args.worker) as f:
-            task = json.load(f)
-        result = worker(task)
-        with open(args.worker + ".out", "w") as f:
-            json.dump(result, f)
-        return 0
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
+def measure(args: argparse.Namespace) -> dict:
     t_start = time.perf_counter()
     settings = SETTINGS["quick" if args.quick else "full"]
-    bench = Bench(args, log)
+    bench = Bench(args)
     results = {}
     for dist in args.only or ("words", "lines"):
         results[dist] = bench.distribution(dist, settings[dist])
@@ -881,17 +845,35 @@ def main(argv=None) -> int:
         "notes": notes(results),
         "total_s": total,
     }
-    table = format_table(results, total)
-    text = json.dumps(doc, indent=1)
+    print(format_table(results, total))
     if args.out:
-        print(table)
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
         print("\n".join(doc["notes"]))
-    else:
-        print(table, file=sys.stderr)
-        print(text)
-    return 0
+    return doc
+
+
+def main(argv=None) -> int:
+    parser = _harness.parser(__doc__, threads_help="TensorFlow intra- and inter-op threads of every worker")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a ~1 min smoke run")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget-mb", type=float, default=None,
+                        help="activation-memory budget for both distributions (default: 1.05 x "
+                             "LMBR's peak at the LMBR batch size of Wenniger et al. 2019)")
+    parser.add_argument("--only", choices=sorted(DISTRIBUTIONS), action="append",
+                        help="run only this distribution (repeatable)")
+    parser.add_argument("--via", choices=("layer", "ops"), default="layer",
+                        help="'layer': MDLSTM2D's own ragged path (default); 'ops': pack / pad "
+                             "with tfnhr.ops.packing and call the layer's dense masked path "
+                             "(a cross-check of the layer's ragged overhead)")
+    parser.add_argument("--height-step", type=int, default=1,
+                        help="plan_packing's height_step for packing (default 1: exact-height "
+                             "row buckets, as in Wenniger et al. 2019)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        with open(args.worker) as f:
+            print(json.dumps(worker(json.load(f))))
+        return 0
+    return _harness.main(measure, args)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""Lane placement on four devices: greedy vs random vs round-robin (MLCN seed paper §IV, §VI-D/E).
+"""Lane placement on four devices: greedy vs random vs round-robin (Rosario et al. 2019, §IV, §VI-D/E).
 
-Seed paper: MLCNs of 6, 9, 12 and 24 lanes, each lane's width and depth drawn from 1..5, run on
-four K80 GPUs (Fig. 7) and on one K80, M40, P100 and V100 (speed factors 1, 3.1, 4.2, 6; Fig. 8);
-the greedy partition (largest lane first, to the device that finishes it first) was up to ~50 %
+Rosario et al. 2019 ran MLCNs of 6, 9, 12 and 24 lanes, each lane's width and depth drawn from
+1..5, on four K80 GPUs (Fig. 7) and on one K80, M40, P100 and V100 (speed factors 1, 3.1, 4.2, 6;
+Fig. 8); the greedy partition (largest lane first, to the device that finishes it first) was up to ~50 %
 faster than a random one, and the cost model ``width² · depth`` had a Pearson correlation of
 0.901 with measured lane times.
 
@@ -16,15 +16,16 @@ What it measures
 ----------------
 
 1. **Predicted makespans** (cost model only): for each lane count and trial (lanes drawn with a
-   fixed seed), on 4 devices of equal speed and on the seed's speeds (1, 3.1, 4.2, 6): the
-   makespan (largest sum of ``w²·d`` / speed over the devices) of the greedy partition, the mean
-   over ``--draws`` random partitions, and round-robin; ratios random / greedy, round-robin / greedy.
+   fixed seed), on 4 devices of equal speed and on the speeds of Rosario et al. 2019 (1, 3.1, 4.2,
+   6; the speed set named ``"seed"`` in the JSON): the makespan (largest sum of ``w²·d`` / speed
+   over the devices) of the greedy partition, the mean over ``--draws`` random partitions, and
+   round-robin; ratios random / greedy, round-robin / greedy.
 2. **Measured lane times**: every distinct lane of the draws, as ``capsnet.models.LaneBlock``
    (10 classes, 3 routings) on a ``[--batch-size, 28, 28, 1]`` batch, one forward + backward
    step on ``/device:CPU:0`` (median of ``--repeats``). The Pearson correlation of ``w²·d`` with
    these seconds, and a linear fit ``seconds ≈ a + b·w²·d``.
-3. **Measured makespans**: the placements of part 1 (greedy planned with the cost model, as the
-   seed does), timed with the measured lane seconds: per device the sum of its lanes' seconds
+3. **Measured makespans**: the placements of part 1 (greedy planned with the cost model, as
+   Rosario et al. 2019 do), timed with the measured lane seconds: per device the sum of its lanes' seconds
    divided by its (emulated) speed factor. Also greedy planned with the measured seconds
    themselves (how much the cost model's error costs). This host has 2 physical cores, so its 4
    logical CPU devices cannot run 4 lanes concurrently: the per-device times are computed from
@@ -33,18 +34,18 @@ What it measures
    logical CPUs inside one ``tf.function`` (forward + backward), greedy against random
    placement, steps interleaved. The logical devices share the physical cores and TensorFlow's
    thread pools, so the wall times show that placed lanes run, not what 4 real devices would gain.
-Also reported: ``probe_device_speed`` of the 4 logical CPUs (the seed's tiny-network speed probe;
-on one host they are the same cores, so all factors are near 1).
+Also reported: ``probe_device_speed`` of the 4 logical CPUs (the tiny-network speed probe of
+Rosario et al. 2019; on one host they are the same cores, so all factors are near 1).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
+import _harness
 import keras
 import numpy as np
 import tensorflow as tf
@@ -69,7 +70,7 @@ SPEED_SETS = {"equal": (1.0, 1.0, 1.0, 1.0), "seed": (1.0, 3.1, 4.2, 6.0)}
 INPUT_SHAPE = (28, 28, 1)
 N_CLASS = 10
 SETTINGS = {
-    # lane_counts: MLCN sizes (seed §VI-E); real_lanes: lane count of the real run; rounds: its
+    # lane_counts: MLCN sizes (Rosario et al. 2019, §VI-E); real_lanes: lane count of the real run; rounds: its
     # interleaved timed steps per placement.
     "full": {"lane_counts": (6, 9, 12, 24), "trials": 5, "draws": 20, "real_lanes": 12, "rounds": 5},
     "quick": {"lane_counts": (6, 9), "trials": 1, "draws": 10, "real_lanes": 6, "rounds": 2},
@@ -112,12 +113,12 @@ def spans(costs, partitions: dict, randoms: list, speeds) -> dict:
     return out
 
 
-def measure(args, instances: list[dict], log) -> dict:
+def measure_lanes(args, instances: list[dict]) -> dict:
     """Parts 2 and 3: time every distinct lane once, then recompute each instance's makespans
     with the measured seconds (adds ``instance["measured"]``)."""
     distinct = sorted({lane for inst in instances for lane in inst["lanes"]},
                       key=lambda s: tuple(map(int, s.split("x"))))
-    log(f"measuring {len(distinct)} distinct lanes on /device:CPU:0 (batch {args.batch_size}) ...")
+    _harness.log(f"measuring {len(distinct)} distinct lanes on /device:CPU:0 (batch {args.batch_size}) ...")
     seconds = dict(zip(distinct, measure_lane_costs(distinct, INPUT_SHAPE, N_CLASS, "/device:CPU:0",
                                                     args.batch_size, args.repeats)))
     model = np.array([lane_cost(lane) for lane in distinct])
@@ -152,7 +153,7 @@ class PlacedLanes(keras.layers.Layer):
         return tf.stack(outputs, axis=-1)
 
 
-def real_run(args, settings, instances: list[dict], lane_seconds: dict[str, float], log) -> dict:
+def real_run(args, settings, instances: list[dict], lane_seconds: dict[str, float]) -> dict:
     """Part 4: the first trial of ``real_lanes`` lanes at equal speeds, each lane pinned to its
     logical CPU, greedy vs the first random partition; wall seconds per forward + backward step
     (median of interleaved steps), next to the sum of the lanes' one-at-a-time seconds (what a
@@ -168,7 +169,8 @@ def real_run(args, settings, instances: list[dict], lane_seconds: dict[str, floa
         layer(images)
         steps[name] = training_step(layer)
         seconds_per_call(steps[name], images, repeats=1)  # trace + warm up; untimed
-    log(f"real run: {len(lanes)} lanes on {N_DEVICES} logical CPUs, {settings['rounds']} interleaved steps each ...")
+    _harness.log(f"real run: {len(lanes)} lanes on {N_DEVICES} logical CPUs, {settings['rounds']} interleaved "
+                 "steps each ...")
     times = {name: [] for name in steps}
     for round_ in range(settings["rounds"]):
         for name in sorted(steps, reverse=bool(round_ % 2)):
@@ -212,7 +214,7 @@ def format_report(doc: dict) -> str:
     if "lanes" in doc:
         lanes = doc["lanes"]
         parts.append(f"Lane times: Pearson r(w²·d, measured seconds) = {lanes['pearson_model_vs_measured']:.3f} "
-                     f"over {len(lanes['lane_seconds'])} lanes (seed: 0.901); fit seconds ≈ "
+                     f"over {len(lanes['lane_seconds'])} lanes (Rosario et al. 2019: 0.901); fit seconds ≈ "
                      f"{lanes['fit_seconds']['intercept']:.4g} + {lanes['fit_seconds']['per_cost_unit']:.4g}·w²·d")
         parts.append(format_summary(doc["measured"], "Measured makespan (per device: sum of its lanes' measured "
                                     "seconds / emulated speed):", "seconds per step"))
@@ -238,30 +240,12 @@ NOTES = [
 ]
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", help="write the JSON here (default: print it to stdout)")
-    parser.add_argument("--threads", type=int, default=1, help="TF intra- and inter-op threads (default 1)")
-    parser.add_argument("--quick", action="store_true", help="fewer and smaller configurations: a smoke run")
-    parser.add_argument("--trials", type=int, help="lane draws per lane count (default 5; quick 1)")
-    parser.add_argument("--draws", type=int, help="random partitions per instance (default 20; quick 10)")
-    parser.add_argument("--batch-size", type=int, default=16, help="batch of the measured lane steps")
-    parser.add_argument("--repeats", type=int, default=3, help="timed steps per measured lane (median)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-measure", action="store_true", help="cost-model predictions only (parts 1 and probe)")
-    args = parser.parse_args(argv)
+def measure(args: argparse.Namespace) -> dict:
     settings = SETTINGS["quick" if args.quick else "full"]
     args.trials = args.trials or settings["trials"]
     args.draws = args.draws or settings["draws"]
-
     configure_logical_cpus(N_DEVICES)  # before TensorFlow's first op, like the thread pools
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
+    _harness.set_threads(args.threads)
     start = time.perf_counter()
     instances = plan(args, settings)
     doc = {
@@ -274,22 +258,26 @@ def main(argv=None) -> int:
         "speed_probe": probe_device_speed([f"/device:CPU:{i}" for i in range(N_DEVICES)]),
     }
     if not args.no_measure:
-        doc["lanes"] = measure(args, instances, log)
+        doc["lanes"] = measure_lanes(args, instances)
         doc["measured"] = summarise(instances, "measured")
-        doc["real_run"] = real_run(args, settings, instances, doc["lanes"]["lane_seconds"], log)
+        doc["real_run"] = real_run(args, settings, instances, doc["lanes"]["lane_seconds"])
         doc["notes"] = NOTES
     doc["instances"] = instances
     doc["total_s"] = time.perf_counter() - start
-    report = format_report(doc)
-    text = json.dumps(doc, indent=1)
-    if args.out:
-        print(report)
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    else:
-        print(report, file=sys.stderr)
-        print(text)
-    return 0
+    print(format_report(doc))
+    return doc
+
+
+def main(argv=None) -> int:
+    parser = _harness.parser(__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer and smaller configurations: a smoke run")
+    parser.add_argument("--trials", type=int, help="lane draws per lane count (default 5; quick 1)")
+    parser.add_argument("--draws", type=int, help="random partitions per instance (default 20; quick 10)")
+    parser.add_argument("--batch-size", type=int, default=16, help="batch of the measured lane steps")
+    parser.add_argument("--repeats", type=int, default=3, help="timed steps per measured lane (median)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-measure", action="store_true", help="cost-model predictions only (parts 1 and probe)")
+    return _harness.main(measure, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from tfnhr.data.samples import TextImageSet, ctc_frames_needed, drop_infeasible,
 from tfnhr.data.batches import balanced_batches, pixel_budget_batches, steps_per_epoch
 from tfnhr.data.dataset import make_dataset
 from tfnhr.data.samples import Sample
-from tfnhr.decoding import greedy_decode_batch
+from tfnhr.decoding import GreedyDecoder, greedy_decode_batch
 from tfnhr.evaluation import EvaluationRow, evaluate, format_table
 from tfnhr.inference import Transcriber, confidence
 from tfnhr.metrics import error_rate, normalize_text
@@ -594,7 +594,11 @@ def test_evaluate_with_two_decoders_and_format_table():
 
     scores = [logits([1, 1, 0, 2]), logits([2, 3, 1]), logits([0, 0])]
     references = ["ab", "b a", "a"]
-    decoders = {"greedy": lambda s: greedy_decode_batch(s, charset), "silent": lambda s: [""] * len(s)}
+    class Silent:
+        def decode_batch(self, scores_list):
+            return [""] * len(scores_list)
+
+    decoders = {"greedy": GreedyDecoder(charset), "silent": Silent()}
     rows, transcriptions = evaluate(scores, references, decoders)
     assert transcriptions == {"greedy": ["ab", "b a", ""], "silent": ["", "", ""]}
     assert [row.decoder for row in rows] == ["greedy", "silent"]
