@@ -1,0 +1,38 @@
+"""``tfnhr.progress.Progress``: a redrawn line on a terminal, a few plain lines in a log file."""
+
+from __future__ import annotations
+
+import io
+
+from tfnhr.progress import Progress
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_log_file_gets_a_line_per_tenth_and_no_carriage_returns():
+    log = io.StringIO()
+    progress = Progress(1000, "reading train data", stream=log)
+    for _ in range(1000):
+        progress.step()
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue()
+    assert len(lines) == 10
+    assert lines[0].startswith("reading train data: 100/1000 images (10%)")
+    assert lines[-1].startswith("reading train data: 1000/1000 images (100%)")
+
+
+def test_terminal_line_is_redrawn_and_ends_with_a_newline():
+    terminal = Terminal()
+    progress = Progress(3, "synth", unit="examples", stream=terminal)
+    progress.update(3)
+    assert terminal.getvalue().startswith("\rsynth 3/3 [") and terminal.getvalue().endswith("\n")
+
+
+def test_disabled_or_empty_progress_prints_nothing():
+    log = io.StringIO()
+    Progress(5, "x", enabled=False, stream=log).update(5)
+    Progress(0, "x", stream=log).update(0)
+    assert log.getvalue() == ""

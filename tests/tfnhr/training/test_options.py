@@ -1,0 +1,60 @@
+"""``tfnhr.training.options``: defaults < a config file's training parameters < options given,
+the one resolution that ``tfnhr train`` and ``train.py --task nhr`` share."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tfnhr.commands.train import FLAG_FIELDS, HELP_DEFAULTS, options_from_args, register
+from tfnhr.network import load_config
+from tfnhr.training import TrainOptions, resolve_options
+
+RUN = {"data": Path("data"), "out": Path("runs/x")}
+
+
+def test_defaults_then_config_then_given(tmp_path):
+    config_file = tmp_path / "net.yaml"
+    config_file.write_text("network:\n  out: {class: ctc}\nlearning_rate: 0.001\nschedule: constant\nepochs: 7\n")
+    config = load_config(config_file)
+    plain = resolve_options(RUN, None, {})
+    assert plain == TrainOptions(**RUN)
+    from_file = resolve_options(RUN, config, {})
+    assert (from_file.learning_rate, from_file.halve_on, from_file.epochs) == (0.001, "never", 7)
+    assert from_file.network == config.network and from_file.network_source == str(config_file)
+    given = resolve_options(RUN, config, {"epochs": 3, "halve_on": "cer"})
+    assert (given.learning_rate, given.halve_on, given.epochs) == (0.001, "cer", 3)
+
+
+def test_model_fields_and_a_config_exclude_each_other(tmp_path):
+    config_file = tmp_path / "net.json"
+    config_file.write_text('{"network": {"out": {"class": "ctc"}}}')
+    config = load_config(config_file)
+    with pytest.raises(ValueError, match="mdlstm_units cannot be combined"):
+        resolve_options(RUN, config, {"mdlstm_units": (2, 4, 8)})
+    with pytest.raises(ValueError, match="--units cannot be combined"):
+        resolve_options(RUN, config, {"mdlstm_units": (2, 4, 8)}, names={"mdlstm_units": "--units"})
+
+
+def test_command_line_help_defaults_are_the_options_defaults():
+    """``tfnhr train --help`` shows defaults without importing TensorFlow; they must be the real ones."""
+    defaults = TrainOptions(data=Path("."))
+    assert {name: getattr(defaults, name) for name in HELP_DEFAULTS} == HELP_DEFAULTS
+    assert set(FLAG_FIELDS.values()) <= {field.name for field in dataclasses.fields(TrainOptions)}
+
+
+def test_flags_override_a_shipped_config():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["train", "--data", "d", "--config", "small", "--lr", "0.01", "--halve-on", "never"])
+    options = options_from_args(args)
+    assert (options.learning_rate, options.halve_on) == (0.01, "never")
+    assert options.network == load_config("small").network
+    preset = options_from_args(parser.parse_args(["train", "--data", "d", "--block", "2x2", "--units", "2,4,8"]))
+    assert (preset.block, preset.mdlstm_units, preset.network) == (((2, 2), (2, 2)), (2, 4, 8), None)
+    with pytest.raises(ValueError, match="--block cannot be combined"):
+        options_from_args(parser.parse_args(["train", "--data", "d", "--config", "small", "--block", "2x2"]))
