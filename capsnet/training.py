@@ -29,6 +29,10 @@ from capsnet.models import CapsuleClassifier, build_capsnet, build_mlcn
 from capsnet.placement import format_placement_table, lane_costs, place, placement_to_json, probe_device_speed, speed_map
 
 
+MODELS = ("capsnet", "mlcn")
+"""``TrainConfig.model``: Sabour et al.'s CapsNet, or the Multi-Lane CapsNet."""
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """The options of a CapsNet/MLCN training run (``capsnet train``'s flags, same defaults).
@@ -92,6 +96,8 @@ def prepare(config: TrainConfig) -> Setup:
     place the lanes and build the compiled model. Raises ValueError, FileNotFoundError
     (Fashion-MNIST missing) or RuntimeError (a download that failed) with a message for the user;
     placement warnings (idle devices) are Python warnings."""
+    if config.model not in MODELS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {config.model!r}")
     lanes = config.lane_list() if config.model == "mlcn" else None
     devices = parse_devices(config.devices) if config.devices is not None else []
     if config.model == "capsnet" and len(devices) > 1:

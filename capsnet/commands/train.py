@@ -11,7 +11,7 @@ from pathlib import Path
 from capsnet.commands.common import DEFAULTS, add_cost_argument, add_lane_arguments, positive_int, report_error, warnings_as_lines
 from capsnet.data import DATASET_NAMES
 from capsnet.placement import STRATEGIES
-from capsnet.training import TrainConfig, prepare, train
+from capsnet.training import MODELS, TrainConfig, prepare, train
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -32,7 +32,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``capsnet train`` (model, lanes, data, training, devices and placement; the
     fields of :class:`~capsnet.training.TrainConfig`), also offered by ``horovod_jobs/train.py --task mlcn``."""
-    parser.add_argument("--model", choices=("capsnet", "mlcn"), default=DEFAULTS.model,
+    parser.add_argument("--model", choices=MODELS, default=DEFAULTS.model,
                         help="capsnet = Sabour et al.'s CapsNet; mlcn = Multi-Lane CapsNet")
     add_lane_arguments(parser)
     parser.add_argument("--lane-dropout", type=float, default=DEFAULTS.lane_dropout, help="MLCN: rate of dropping whole lanes")
