@@ -1,7 +1,7 @@
 """Training-step time of the shipped ``small.json`` config network vs the hand-built ``small`` preset
 recognizer, with the same weights, on the same batch, in one run.
 
-Both compute the same function (tests/test_network_config.py checks it bit for bit); this
+Both compute the same function (tests/tfnhr/network/test_config_networks.py checks it bit for bit); this
 measures what describing the network in a file costs: the ``ConfigNetwork`` walks its planned
 layer graph inside ``call``, the ``Recognizer`` has the sequence written out. The batch is
 ``--batch`` random ink images of height ``--height`` and widths drawn from 8..24 times the height

@@ -47,7 +47,7 @@ cell (their weights do not matter; the script sets them to zero); ``s = i a + f1
 weights into the MDLSTM2D layers (:func:`copy_keras_lstm_weights`) and reports, per
 configuration and mode, the largest difference of the outputs and of all gradients (ours
 mapped back onto Keras' weights) relative to the largest Keras value: float32 rounding
-(~1e-7-1e-6). ``tests/test_lstm_equivalence.py`` asserts it on a small case.
+(~1e-7-1e-6). ``tests/tfnhr/layers/test_mdlstm_lstm_equivalence.py`` asserts it on a small case.
 
 Peak memory (``--memory``; the training step of keras and ours, each in a fresh subprocess
 with ``TF_CPU_ALLOCATOR_USE_BFC=true``):

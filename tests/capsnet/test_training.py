@@ -16,6 +16,7 @@ from capsnet.models import load_model
 from capsnet.training import TrainConfig, prepare, train
 
 
+@pytest.mark.slow
 def test_train_config_from_python_trains_and_writes(tmp_path):
     config = TrainConfig(model="mlcn", lane_spec="1x1,2x1", dataset="synthetic", limit_train=64, limit_test=32,
                          epochs=1, batch_size=16, devices="cpu:0,cpu:1", speeds="equal", out=tmp_path)

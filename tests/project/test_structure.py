@@ -93,6 +93,7 @@ TF_FREE = ["tfnhr.choices", "tfnhr.cli", "tfnhr.metrics", "tfnhr.charset", "tfnh
            "tfnhr.service.batcher", "tfnhr.service.payload"]
 
 
+@pytest.mark.subprocess
 def test_reading_data_and_the_command_line_help_start_no_tensorflow():
     code = ("import sys\n" + "".join(f"import {name}\n" for name in TF_FREE)
             + "from tfnhr.cli import build_parser\nbuild_parser()\n"

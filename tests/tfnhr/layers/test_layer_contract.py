@@ -53,7 +53,11 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("cls", list(CASES), ids=lambda cls: cls.__name__)
+SLOW = {MDLSTM2D}  # several seconds: four scans, traced again for each of the five checks
+
+
+@pytest.mark.parametrize("cls", [pytest.param(cls, marks=pytest.mark.slow) if cls in SLOW else cls for cls in CASES],
+                         ids=lambda cls: cls.__name__)
 def test_layer_contract(cls, tmp_path):
     case = CASES[cls]
     dense_inputs = None

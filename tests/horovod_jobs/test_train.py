@@ -1,0 +1,210 @@
+"""``train.py --task nhr|mlcn`` (:mod:`horovod_jobs.train`) under real Horovod, and its pieces.
+
+Real jobs: ``horovodrun -np 2 -H localhost:2 --gloo`` on loopback, each worker in its own working
+directory (``rank0/``, ``rank1/``) with a relative ``--out``, so that anything rank 1 wrote would
+show up in ``rank1/``: rank 0 must have written the whole output set, rank 1 nothing. A config
+that differs across ranks (the launch line gives each rank another ``--batch-pixels``, through
+``$HOROVOD_RANK``) and a validation set too small to shard must end the job with a one-line error
+on both ranks. One plain process (a world of one) runs ``--task mlcn`` in this process.
+
+The distributed pieces themselves (gradient and model averaging against closed forms, metric
+averaging, config hashes, dead peers) are tested in ``tests/horovod_jobs/test_distributed.py``; the
+sharding in ``tests/tfnhr/data/test_batches.py``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from capsnet.models import load_model
+from horovod_jobs.distributed import Workers
+from horovod_jobs.train import main, parse_args
+from horovod_jobs.train_hooks import LearningRateWarmUp, worker_batches
+from tests.helpers.environment import REPO
+from tests.helpers.tiny_models import TINY_MODEL as TINY_NHR
+from tfnhr.cli import main as tfnhr_main
+from tfnhr.models import build_recognizer, load_recognizer
+
+TINY_MLCN = ["--model", "mlcn", "--lanes", "2", "--width", "1", "--depth", "1", "--dataset", "synthetic",
+             "--limit-train", "128", "--limit-test", "64", "--batch-size", "32"]
+NHR_FILES = {"best.keras", "last.keras", "state.json", "charset.json", "log.csv", "summary.json", "tensorboard"}
+MLCN_FILES = {"model.keras", "placement.json", "log.csv", "summary.json"}
+JOB_ENV = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
+           "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory) -> Path:
+    """A tiny synthetic line set in IAM layout (24 training, 6 validation lines)."""
+    data = tmp_path_factory.mktemp("synth") / "data"
+    assert tfnhr_main(["synth", "--out", str(data), "--train", "24", "--val", "6", "--test", "6",
+                       "--max-chars", "16", "--quiet"]) == 0
+    return data
+
+
+def launch(horovodrun: Path, root: Path, args: list[str]) -> tuple[subprocess.CompletedProcess, float]:
+    """``train.py ARGS`` on 2 local Gloo workers, rank r in ``root/rank{r}``; returns the finished
+    launcher and its wall seconds. ``$HOROVOD_RANK`` in ``args`` is expanded per rank."""
+    for rank in range(2):
+        (root / f"rank{rank}").mkdir(parents=True)
+    script = f'cd "{root}/rank$HOROVOD_RANK" && exec "{sys.executable}" "{REPO / "train.py"}" {" ".join(args)}'
+    started = time.monotonic()
+    result = subprocess.run([str(horovodrun), "-np", "2", "-H", "localhost:2", "--gloo", "sh", "-c", script],
+                            cwd=REPO, env=JOB_ENV, capture_output=True, text=True, timeout=300, check=False)
+    return result, time.monotonic() - started
+
+
+def output_tail(result: subprocess.CompletedProcess) -> str:
+    return result.stdout[-3000:] + result.stderr[-3000:]
+
+
+TINY_NHR_CONFIG = """
+network:
+  mdlstm1: {class: mdlstm2d, n_out: 2}
+  block_conv1: {class: block_conv, from: mdlstm1, n_out: 4, block: [2, 2]}
+  mdlstm2: {class: mdlstm2d, from: block_conv1, n_out: 6}
+  block_conv2: {class: block_conv, from: mdlstm2, n_out: 8, block: [2, 2]}
+  mdlstm3: {class: mdlstm2d, from: block_conv2, n_out: 16}
+  output: {class: ctc, from: mdlstm3, directions: 4}
+height: 24
+batch_pixels: 40000
+"""
+"""TINY_NHR as a config file (what the two-worker run trains, from an HDF5 copy of the data)."""
+
+
+@pytest.mark.horovod
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_nhr_trains_on_two_workers_and_only_rank_0_writes(horovodrun, synth, tmp_path):
+    (tmp_path / "tiny.yaml").write_text(TINY_NHR_CONFIG)
+    assert tfnhr_main(["convert", "--from", "synthetic", str(synth), "--out", str(tmp_path / "data.h5"),
+                       "--subsets", "train", "val", "--quiet"]) == 0
+    result, _ = launch(horovodrun, tmp_path, ["--task", "nhr", "--data", str(tmp_path / "data.h5"), "--out", "out",
+                                              "--epochs", "2", "--config", str(tmp_path / "tiny.yaml")])
+    assert result.returncode == 0, output_tail(result)
+    out = tmp_path / "rank0" / "out"
+    assert {path.name for path in out.iterdir()} == NHR_FILES
+    assert not list((tmp_path / "rank1").iterdir())
+    assert "[1]<stdout>" not in result.stdout  # only rank 0 prints
+    rows = list(csv.DictReader(open(out / "log.csv")))
+    assert [row["epoch"] for row in rows] == ["0", "1"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["epochs_run"] == 2 and summary["train_examples"] == 24 and summary["val_examples"] == 6
+    assert summary["best_val_cer"] == pytest.approx(min(float(row["val_cer"]) for row in rows))
+    model = load_recognizer(out / "best.keras")
+    assert model.layer_names[:5] == ["mdlstm1", "block_conv1", "mdlstm2", "block_conv2", "mdlstm3"]
+    assert model.count_params() == build_recognizer(model.charset, (2, 6, 16), (4, 8), (2, 2)).count_params()
+    assert model.input_height == 24
+    assert type(load_recognizer(out / "last.keras").optimizer).__name__ == "Adam"  # saved as the plain optimizer
+
+
+@pytest.mark.horovod
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_mlcn_model_averaging_on_two_workers(horovodrun, tmp_path):
+    result, _ = launch(horovodrun, tmp_path, ["--task", "mlcn", *TINY_MLCN, "--epochs", "2", "--devices", "cpu:0,cpu:1",
+                                              "--threads", "1", "--sync", "average", "--average-every", "2",
+                                              "--scale-lr", "--warmup-steps", "2", "--out", "out"])
+    assert result.returncode == 0, output_tail(result)
+    out = tmp_path / "rank0" / "out"
+    assert {path.name for path in out.iterdir()} == MLCN_FILES
+    assert not list((tmp_path / "rank1").iterdir())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["learning_rate"] == pytest.approx(2e-3)  # --scale-lr: 1e-3 x 2 workers
+    assert 0 <= summary["test_accuracy"] <= 1
+    assert [row["epoch"] for row in csv.DictReader(open(out / "log.csv"))] == ["0", "1"]
+    model = load_model(out / "model.keras")
+    assert len(model.lanes) == 2
+
+
+@pytest.mark.horovod
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_options_that_differ_across_ranks_fail_fast_on_both(horovodrun, synth, tmp_path):
+    result, seconds = launch(horovodrun, tmp_path, ["--task", "nhr", "--data", str(synth), "--out", "out",
+                                                    "--batch-pixels", "$((40000 + HOROVOD_RANK))", *TINY_NHR])
+    assert result.returncode != 0
+    for rank in range(2):
+        assert f"error on rank {rank}: training options differs across ranks: rank(s) [1]" in result.stderr, \
+            output_tail(result)
+    assert seconds < 60
+    assert not list((tmp_path / "rank0").iterdir())
+
+
+@pytest.mark.horovod
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_validation_set_too_small_to_shard_fails_on_both(horovodrun, synth, tmp_path):
+    result, _ = launch(horovodrun, tmp_path, ["--task", "nhr", "--data", str(synth), "--out", "out",
+                                              "--max-val", "1", "--batch-pixels", "40000", *TINY_NHR])
+    assert result.returncode != 0
+    for rank in range(2):
+        assert f"error on rank {rank}: 1 examples cannot fill 2 workers" in result.stderr, output_tail(result)
+
+
+@pytest.mark.slow
+def test_mlcn_runs_as_one_plain_process(tmp_path):
+    assert main(["--task", "mlcn", *TINY_MLCN, "--epochs", "1", "--out", str(tmp_path)]) == 0
+    assert {path.name for path in tmp_path.iterdir()} == MLCN_FILES - {"placement.json"}
+    assert json.loads((tmp_path / "summary.json").read_text())["train_examples"] == 128
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--data", "d"], "the following arguments are required: --task"),
+    (["--task", "nhr", "--data", "d", "--warmup-steps", "5"], "add --scale-lr"),
+    (["--task", "mlcn", "--units", "2,6"], "unrecognized arguments: --units"),  # an nhr option
+    (["--task", "nhr", "--data", "d", "--average-every", "0"], "--average-every must be >= 1"),
+])
+def test_bad_options_end_with_a_usage_error(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_each_task_takes_its_command_options():
+    nhr = parse_args(["--task", "nhr", "--data", "d", "--sync", "average", *TINY_NHR, "--halve-on", "cer"])
+    assert (nhr.units, nhr.block, nhr.halve_on, nhr.sync, nhr.average_every) == ((2, 6, 16), [(2, 2)], "cer",
+                                                                                "average", 16)
+    mlcn = parse_args(["--task", "mlcn", "--lane-spec", "4x1,2x3", "--devices", "cpu:0,cpu:1", "--scale-lr"])
+    assert (mlcn.lane_spec, mlcn.devices, mlcn.scale_lr, mlcn.sync) == ("4x1,2x3", "cpu:0,cpu:1", True, "gradients")
+
+
+def test_worker_batches_are_disjoint_equal_slices_reshuffled_every_epoch():
+    x = np.arange(10, dtype=np.float32).reshape(10, 1, 1, 1)
+    y = np.arange(10, dtype=np.int32)
+    datasets = [worker_batches(x, y, 2, seed=0, workers=Workers(rank, 3, rank, 3)) for rank in range(3)]
+    epochs = [[np.concatenate([labels.numpy() for _, labels in dataset]) for dataset in datasets] for _ in range(2)]
+    for seen in epochs:
+        assert [len(labels) for labels in seen] == [3, 3, 3]
+        assert len(set(np.concatenate(seen))) == 9  # disjoint; one of 10 left over
+    assert not all(np.array_equal(a, b) for a, b in zip(*epochs))
+    assert all(int(dataset.cardinality()) == 2 for dataset in datasets)
+
+
+def test_warm_up_scales_the_rate_that_epoch_schedules_set():
+    """Warm-up over 4 batches from 1/4 of the rate; the epoch schedule halves the rate at epoch 2,
+    and the warm-up factors apply to the halved rate; between epochs the optimizer holds the
+    unscaled rate."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    seen, at_epoch_end = [], []
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: seen.append(float(model.optimizer.learning_rate)),
+        on_epoch_end=lambda epoch, logs: at_epoch_end.append(float(model.optimizer.learning_rate)))
+    schedule = keras.callbacks.LearningRateScheduler(lambda epoch, _: 0.8 / 2**epoch)
+    model.fit(np.ones((6, 2)), np.ones((6, 1)), batch_size=2, epochs=2, verbose=0,
+              callbacks=[schedule, LearningRateWarmUp(4, 0.25), record])
+    expected = [0.8 * f for f in (0.25, 0.4375, 0.625)] + [0.4 * f for f in (0.8125, 1.0, 1.0)]
+    np.testing.assert_allclose(seen, expected, rtol=1e-6)
+    np.testing.assert_allclose(at_epoch_end, [0.8, 0.4], rtol=1e-6)

@@ -1,0 +1,140 @@
+"""The recognizer end to end: CTC training memorises lines, and the ``tfnhr`` commands
+(synth -> train -> resume -> lm build -> evaluate -> recognize) run on a tiny set in a temp dir."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+
+import keras
+import numpy as np
+import pytest
+from PIL import Image
+
+from tfnhr.charset import Charset
+from tfnhr.cli import main
+from tfnhr.data import synthetic
+from tfnhr.data.images import load_gray
+from tfnhr.data.samples import TextImageSet
+from tfnhr.data.dataset import make_dataset
+from tfnhr.decoding import greedy_decode_batch
+from tfnhr.inference import Transcriber
+from tfnhr.models import build_recognizer
+from tests.helpers.environment import VENV_BIN
+from tests.helpers.tiny_models import TINY_MODEL
+
+
+@pytest.mark.slow
+def test_ctc_training_memorises_lines():
+    """A tiny recognizer fitted on three rendered words drives the CTC loss down and reads all
+    three back exactly with greedy decoding."""
+    keras.utils.set_random_seed(1)
+    texts = ["cab", "bad", "dace"]
+    font = synthetic.font_paths("train")[0]
+    images = [np.asarray(Image.fromarray(synthetic.render(text, font, np.random.default_rng(i)))
+                         .resize((16 * len(text), 24))) for i, text in enumerate(texts)]
+    data = TextImageSet(images, texts, texts)
+    charset = Charset.from_texts(texts)
+    model = build_recognizer(charset, mdlstm_units=(2, 8, 24), conv_filters=(6, 12), block=(2, 2), dropout=0.0)
+    model.compile(optimizer=keras.optimizers.Adam(0.01, global_clipnorm=10))
+    history = model.fit(make_dataset(data, charset, batch_pixels=10_000).repeat(30), epochs=5, verbose=0,
+                        shuffle=False)
+    losses = history.history["loss"]
+    assert losses[-1] < 0.1 * losses[0], losses
+    assert greedy_decode_batch(Transcriber(model).scores(images), charset) == texts
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """A tiny synthetic set, a model trained on it for one epoch, and an LM of its texts."""
+    root = tmp_path_factory.mktemp("cli")
+    data, run = root / "synth", root / "run"
+    assert main(["synth", "--out", str(data), "--train", "24", "--val", "6", "--test", "6",
+                 "--max-chars", "16", "--quiet"]) == 0
+    assert main(["train", "--data", str(data), "--out", str(run), "--epochs", "1", "--quiet",
+                 "--batch-pixels", "40000", *TINY_MODEL]) == 0
+    corpus = root / "corpus.txt"
+    corpus.write_text(synthetic.corpus_text("train")[:20_000])
+    assert main(["lm", "build", "--text", str(corpus), "--order", "2", "--out", str(root / "lm.arpa")]) == 0
+    return root
+
+
+@pytest.mark.slow
+def test_train_writes_models_logs_and_summary(workspace):
+    run = workspace / "run"
+    for name in ("best.keras", "last.keras", "state.json", "charset.json", "log.csv", "summary.json"):
+        assert (run / name).is_file(), name
+    assert list((run / "tensorboard").rglob("events.out.tfevents.*"))
+    rows = list(csv.DictReader(open(run / "log.csv")))
+    assert [row["epoch"] for row in rows] == ["0"]
+    assert {"loss", "val_cer", "val_wer", "learning_rate"} <= set(rows[0])
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["epochs_run"] == 1 and summary["best_epoch"] == 1
+    assert summary["best_val_cer"] == pytest.approx(float(rows[0]["val_cer"]))
+    model = keras.models.load_model(run / "best.keras")
+    assert model.input_height == 24 and model.mdlstm_units == (2, 6, 16)
+    assert model.charset == Charset.load(run / "charset.json")
+    assert not [p for p in run.iterdir() if ".tmp" in p.name]
+
+
+@pytest.mark.slow
+def test_resume_continues_from_the_saved_epoch(workspace, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("best.keras", "last.keras", "state.json", "log.csv"):
+        (run / name).write_bytes((workspace / "run" / name).read_bytes())
+    iterations = int(keras.models.load_model(run / "last.keras").optimizer.iterations.numpy())
+    assert iterations > 0
+    assert main(["train", "--data", str(workspace / "synth"), "--out", str(run), "--epochs", "2",
+                 "--resume", "--quiet", "--batch-pixels", "40000", *TINY_MODEL]) == 0
+    assert [row["epoch"] for row in csv.DictReader(open(run / "log.csv"))] == ["0", "1"]
+    assert json.loads((run / "state.json").read_text())["epoch"] == 2
+    resumed = keras.models.load_model(run / "last.keras")
+    if json.loads((run / "state.json").read_text())["halving"]["halvings"] == [2]:
+        assert float(resumed.optimizer.learning_rate.numpy()) == pytest.approx(0.0025)  # reset at epoch 2
+    else:
+        assert int(resumed.optimizer.iterations.numpy()) > iterations  # the optimizer state came along
+
+
+@pytest.mark.slow
+def test_evaluate_prints_greedy_and_lm_rows(workspace, capsys):
+    out = workspace / "eval.json"
+    assert main(["evaluate", "--model", str(workspace / "run" / "best.keras"), "--data", str(workspace / "synth"),
+                 "--subset", "val", "--lm", str(workspace / "lm.arpa"), "--beam-width", "4",
+                 "--json", str(out), "--show", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "greedy" in printed and "beam+lm" in printed and "reference:" in printed
+    rows = json.loads(out.read_text())
+    assert [row["decoder"] for row in rows] == ["greedy", "beam+lm"]
+    assert all(0 <= row["cer"] and 0 <= row["wer"] for row in rows)
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_recognize_prints_text_and_reports_unreadable_files(workspace, tmp_path, capsys):
+    model_path = workspace / "run" / "best.keras"
+    image = next((workspace / "synth" / "lines").rglob("*.png"))
+    garbage = tmp_path / "garbage.png"
+    garbage.write_bytes(b"not an image")
+    assert main(["recognize", "--model", str(model_path), str(image), str(garbage)]) == 1
+    captured = capsys.readouterr()
+    assert "garbage.png: not a readable image" in captured.err
+    path, text, confidence = captured.out.strip().split("\t")
+    assert path == str(image) and 0 < float(confidence) <= 1
+    model = keras.models.load_model(model_path)
+    assert text == greedy_decode_batch(Transcriber(model).scores([load_gray(image)]), model.charset)[0]
+    # The console script in a fresh process (where nothing imported tfnhr.model beforehand).
+    fresh = subprocess.run([str(VENV_BIN / "tfnhr"), "recognize", "--model", str(model_path), str(image)],
+                           capture_output=True, text=True, timeout=300)
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    assert fresh.stdout.split("\t")[:2] == [str(image), text]
+
+
+def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
+    assert main(["train", "--data", str(tmp_path), "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    assert "tfnhr train: error:" in capsys.readouterr().err
+    assert main(["recognize", "--model", str(tmp_path / "missing.keras"), str(tmp_path / "x.png")]) == 2
+    assert "tfnhr recognize: error:" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--data", str(tmp_path), "--block", "2by4"])
