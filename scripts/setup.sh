@@ -149,4 +149,4 @@ else
   echo "$horovod_key" >"$horovod_stamp"
 fi
 
-say "built: Horovod $horovod_version with $("$venv/bin/python" -m horovod_jobs.build_info 2>/dev/null)"
+say "built: Horovod $horovod_version with $("$venv/bin/python" -m tfnhr.horovod_build 2>/dev/null)"

@@ -2,10 +2,10 @@
 
 It is a Keras model over the layer graph that :func:`~tfnhr.network.plan.plan_network` orders:
 each layer reads its ``from`` layers' outputs (concatenated along the channels) and the ``ctc``
-layer's output is the model's. Being a :class:`~tfnhr.ctc_model.CtcModel`, it trains with
+layer's output is the model's. Being a :class:`~tfnhr.models.ctc_model.CtcModel`, it trains with
 ``model.fit`` on CTC, saves to ``.keras`` (the network description is its config) and works
 with ``tfnhr evaluate``/``recognize``/``serve``/``dump`` like the hand-built
-:class:`~tfnhr.model.Recognizer`.
+:class:`~tfnhr.models.recognizer.Recognizer`.
 
 It is not a ``keras.Model`` built from ``keras.Input`` (the "functional" API): Keras 3's
 symbolic tensors cannot be ragged, and ragged ``[B, (H), (W), C]`` batches are what lets every
@@ -35,7 +35,7 @@ class ConfigNetwork(CtcModel):
     Args:
       network: layer names -> ``{"class": ..., "from": [...], ...params}``; see
         :mod:`tfnhr.network.classes` for the classes and :mod:`tfnhr.network.plan` for the rules.
-      charset, input_height: see :class:`~tfnhr.ctc_model.CtcModel`.
+      charset, input_height: see :class:`~tfnhr.models.ctc_model.CtcModel`.
 
     Raises :class:`~tfnhr.network.plan.NetworkConfigError` naming the layer for a description
     that cannot be built. Layers that feed no loss are left out with a warning.

@@ -1,7 +1,7 @@
 """What every tfnhr recognizer shares: a Keras model from images to CTC column scores.
 
-:class:`CtcModel` is the base of the hand-built :class:`~tfnhr.model.Recognizer` and of
-networks described in a config file (:class:`~tfnhr.network.ConfigNetwork`). A subclass
+:class:`CtcModel` is the base of the hand-built :class:`~tfnhr.models.recognizer.Recognizer` and of
+networks described in a config file (:class:`~tfnhr.models.config_network.ConfigNetwork`). A subclass
 provides :meth:`CtcModel.forward`, the named outputs of its layers in execution order (the last
 one is the model's output), and :attr:`CtcModel.width_reduction`; the base class adds the CTC
 loss, ``model.fit``'s ``train_step``/``test_step``, :meth:`CtcModel.layer_outputs` (what

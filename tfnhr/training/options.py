@@ -29,7 +29,7 @@ class TrainOptions:
     only the first N samples of each subset. ``network``: a config file's network description
     (:mod:`tfnhr.network`), built instead of the preset recognizer; ``network_source`` names its
     file. ``optimizer``: a name or mapping as in config files
-    (:func:`make_optimizer`); ``clipnorm``: global gradient-norm clip (``None``: none). ``halve_on``:
+    (:func:`~tfnhr.training.make_optimizer`); ``clipnorm``: global gradient-norm clip (``None``: none). ``halve_on``:
     when the learning rate is halved (:data:`tfnhr.choices.HALVE_ON`).
     """
 
