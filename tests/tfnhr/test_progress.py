@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from tfnhr.progress import Progress
+from tfnhr.progress import LOG_INTERVAL, Progress
 
 
 class Terminal(io.StringIO):
@@ -12,16 +12,31 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_log_file_gets_a_line_per_tenth_and_no_carriage_returns():
+def test_log_file_gets_the_last_line_and_at_most_one_per_tenth_and_interval():
     log = io.StringIO()
-    progress = Progress(1000, "reading train data", stream=log)
+    quick = Progress(1000, "reading val data", stream=log, clock=lambda: 0.0)
     for _ in range(1000):
-        progress.step()
+        quick.step()
+    [line] = log.getvalue().splitlines()
+    assert line.startswith("reading val data: 1000/1000 images (100%), ")
+
+    log, now = io.StringIO(), [0.0]
+    slow = Progress(1000, "reading train data", stream=log, clock=lambda: now[0])
+    for _ in range(1000):
+        now[0] += LOG_INTERVAL / 40  # a tenth of the work takes 2.5 intervals: a line per tenth
+        slow.step()
     lines = log.getvalue().splitlines()
     assert "\r" not in log.getvalue()
     assert len(lines) == 10
     assert lines[0].startswith("reading train data: 100/1000 images (10%)")
     assert lines[-1].startswith("reading train data: 1000/1000 images (100%)")
+
+    log, now = io.StringIO(), [0.0]
+    fast = Progress(1000, "x", stream=log, clock=lambda: now[0])
+    for _ in range(1000):
+        now[0] += LOG_INTERVAL / 400  # the whole work takes 2.5 intervals: at most one line per interval
+        fast.step()
+    assert len(log.getvalue().splitlines()) == 3
 
 
 def test_terminal_line_is_redrawn_and_ends_with_a_newline():
