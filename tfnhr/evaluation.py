@@ -13,7 +13,7 @@ from tfnhr.choices import DEFAULT_BATCH_PIXELS
 from tfnhr.data.samples import TextImageSet
 from tfnhr.decoding import Decoder
 from tfnhr.inference import Transcriber
-from tfnhr.metrics import error_rate
+from tfnhr.metrics import rates_of_counts, summed_error_counts
 from tfnhr.models.ctc_model import CtcModel
 
 
@@ -34,8 +34,8 @@ def evaluate(scores: Sequence[np.ndarray], references: Sequence[str],
     for name, decoder in decoders.items():
         started = time.perf_counter()
         hypotheses = decoder.decode_batch(scores)
-        rows.append(EvaluationRow(name, error_rate(references, hypotheses, "char"),
-                                  error_rate(references, hypotheses, "word"), time.perf_counter() - started))
+        seconds = time.perf_counter() - started
+        rows.append(EvaluationRow(name, *rates_of_counts(summed_error_counts(references, hypotheses)), seconds))
         transcriptions[name] = hypotheses
     return rows, transcriptions
 
