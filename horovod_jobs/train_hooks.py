@@ -38,7 +38,7 @@ from horovod_jobs.distributed import (AverageMetrics, AverageModelAtEpochEnd, Br
 from tfnhr import training as tfnhr_training
 from tfnhr.charset import Charset
 from tfnhr.data.batches import shard_by_pixels, split_into_batches, steps_per_epoch
-from tfnhr.data.dataset import batched_dataset
+from tfnhr.data.dataset import Augment, batched_dataset
 from tfnhr.data.samples import TextImageSet
 from tfnhr.training.callbacks import TimeLimit, ValidationErrorRates
 
@@ -184,7 +184,7 @@ class RecognizerHooks(WorkerHooks, tfnhr_training.TrainingHooks):
         self.distribute(model)
 
     def train_data(self, data: TextImageSet, charset: Charset, options: tfnhr_training.TrainOptions,
-                   first_epoch: int) -> tf.data.Dataset:
+                   first_epoch: int, augment: Augment | None = None) -> tf.data.Dataset:
         pixels = data.pixels()
         check_same_config({"ids": data.ids, "texts": data.texts, "pixels": pixels.tolist()}, what="training data")
         steps = steps_per_epoch(pixels, options.batch_pixels, self.workers.size)
@@ -194,7 +194,7 @@ class RecognizerHooks(WorkerHooks, tfnhr_training.TrainingHooks):
             return split_into_batches(pixels, shard_by_pixels(pixels, size, options.seed, epoch)[rank], steps)
 
         epoch_batches(first_epoch)  # a shard too small for the steps fails here, not inside fit
-        return batched_dataset(data, charset, epoch_batches, first_epoch, steps)
+        return batched_dataset(data, charset, epoch_batches, first_epoch, steps, augment=augment)
 
     def validation(self, data: TextImageSet, options: tfnhr_training.TrainOptions) -> keras.callbacks.Callback:
         shard = data.subset(shard_by_pixels(data.pixels(), self.workers.size, options.seed, 0)[self.workers.rank])

@@ -39,6 +39,10 @@ SCHEDULES = {"halve_on_either": "either", "halve_on_both": "both", "halve_on_cer
              "halve_on_wer": "wer", "constant": "never"}
 """A config file's ``schedule`` names -> the :data:`HALVE_ON` rule."""
 
+AUGMENT_LEVELS = ("none", "light", "default", "strong")
+"""Training-time augmentation levels (:mod:`tfnhr.data.augment`): none, or distortions of growing
+strength."""
+
 OPTIMIZERS = ("adam", "sgd", "rmsprop", "nadam", "adagrad", "adadelta")
 """Optimizer names of config files and ``--optimizer``."""
 

@@ -6,9 +6,17 @@ Steps, all under ``--out`` (default ``runs/main``):
 1. ``synth/``: synthetic lines in the IAM layout (training fonts for train, held-out fonts for
    validation and test; :mod:`tfnhr.data.synthetic`).
 2. ``lm.arpa``: a word 3-gram LM (modified Kneser-Ney) of the synthetic corpus's training text.
-3. ``model/``: :func:`tfnhr.training.train` (CTC, Adam 0.005, clipping 10, LR halving on
-   validation CER/WER), stopped by a time limit; ``model/best.keras`` is the best epoch.
-4. Validation and test CER/WER of the best model: greedy and beam search + LM; ``main.json``.
+3. ``model/``: :func:`tfnhr.training.train` (CTC, Adam 0.005, clipping 10, training-time
+   augmentation, validation every 100 updates, LR halving on validation CER/WER once the model
+   reads), stopped by a time limit; ``model/best.keras`` is the best validation's model,
+   ``model/curves.png`` its loss and validation CER.
+4. Validation and test CER/WER of the best model: greedy and beam search + LM; ``main.json``; a
+   few test lines printed with their reference and recognition, and drawn in ``samples.png``.
+
+Training uses every core as separate single-threaded Horovod workers (``--workers``, default: one
+per core when Horovod is installed; gradients averaged every step): the MDLSTM's many small
+per-column ops gain far more from a second process than from a second thread. ``--workers 1``
+trains in this process.
 
 ``--preset quick`` (default) fits in 20 minutes on 2 cores; ``--preset full`` trains an hour on
 more data for lower error rates (docs/performance.md, "Main job", has the measured ones).
@@ -17,24 +25,43 @@ more data for lower error rates (docs/performance.md, "Main job", has the measur
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tfnhr.choices import AUGMENT_LEVELS, MODEL_PRESETS
 from tfnhr.data import synthetic
+from tfnhr.data.samples import TextImageSet
 from tfnhr.data.sources import load_data_subset
 from tfnhr.decoding import make_decoder
 from tfnhr.evaluation import evaluate_set, format_table
+from tfnhr.inference import Transcriber
 from tfnhr.lm import build_arpa
+from tfnhr.metrics import error_rate
 from tfnhr.models import CtcModel, load_recognizer
+from tfnhr.plots import plot_samples
 from tfnhr.training import TrainOptions, train
 
 PRESETS: dict[str, dict] = {
-    "quick": {"train": 3000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80},
-    "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 60.0, "epochs": 80},
+    "quick": {"train": 3000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100},
+    "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 60.0, "epochs": 80, "validate_lines": 2200},
 }
-"""Data sizes (lines) and training limits (minutes, epochs) of the two main-job presets."""
+"""Data sizes (lines), training limits (minutes, epochs) and training lines between validations
+of the two main-job presets."""
+
+BATCH_PIXELS = 150_000
+"""Pixel budget of one worker's batch (about 11 lines of 32 px)."""
+LINES_PER_BATCH = 11
+"""About how many 32-px lines fill one worker's batch (for the validation interval in updates)."""
+
+SAMPLE_LINES = 8
+"""Test lines shown in ``samples.png`` (the first few also printed)."""
 
 IMAGE_HEIGHT = 32
 """Lines are scaled to this height (px): characters are then ~9 px wide, i.e. ~2.3 output
@@ -52,7 +79,45 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.add_argument(f"--{subset}", type=int, default=None,
                             help=f"{subset} lines (default: the preset's)")
     parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args(argv)
+    parser.add_argument("--augment", choices=AUGMENT_LEVELS, default="default", help="training-time augmentation")
+    parser.add_argument("--model", choices=MODEL_PRESETS, default="small", help="recognizer size")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="training processes (Horovod, one thread each); default: one per core if "
+                             "Horovod is installed, else 1 (this process)")
+    args = parser.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers must be >= 1, got {args.workers}")
+    return args
+
+
+def default_workers() -> int:
+    """One worker per core (at most 8) when Horovod and ``horovodrun`` are there, else 1."""
+    if importlib.util.find_spec("horovod") is None or _horovodrun() is None:
+        return 1
+    return max(1, min(8, len(os.sched_getaffinity(0))))
+
+
+def _horovodrun() -> str | None:
+    """The ``horovodrun`` next to this Python (the virtualenv's), else on the PATH."""
+    beside = Path(sys.executable).parent / "horovodrun"
+    return str(beside) if beside.exists() else shutil.which("horovodrun")
+
+
+def train_with_workers(options: TrainOptions, workers: int) -> dict:
+    """:func:`tfnhr.training.train` as ``workers`` single-threaded Horovod processes on this
+    machine (``horovod_jobs.train --task nhr``, Gloo); returns the run's ``summary.json``."""
+    flags = ["--data", str(options.data), "--out", str(options.out), "--preset", options.preset,
+             "--block", *(f"{h}x{w}" for h, w in options.block), "--height", str(options.height),
+             "--batch-pixels", str(options.batch_pixels), "--epochs", str(options.epochs),
+             "--time-limit", str(options.time_limit), "--seed", str(options.seed), "--augment", options.augment,
+             "--validate-every", str(options.validate_every)]
+    command = [_horovodrun(), "-np", str(workers), "-H", f"localhost:{workers}", "--gloo",
+               sys.executable, "-m", "horovod_jobs.train", "--task", "nhr", *flags]
+    environment = {**os.environ, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, env=environment)
+    if result.returncode != 0:
+        raise SystemExit(f"training with {workers} Horovod workers failed (exit status {result.returncode})")
+    return json.loads((Path(options.out) / "summary.json").read_text())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,19 +134,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"[2/4] word 3-gram LM of the training text -> {args.out / 'lm.arpa'}", flush=True)
     lm_stats = build_arpa(synthetic.corpus_text("train").splitlines(), order=3, out_path=args.out / "lm.arpa")
     time_limit = args.time_limit if args.time_limit is not None else preset["time_limit"]
-    print(f"[3/4] training the small recognizer (time limit {time_limit} min)", flush=True)
-    summary = train(TrainOptions(
-        data=data, out=args.out / "model", preset="small", block=((2, 2), (2, 2)), height=IMAGE_HEIGHT,
-        batch_pixels=150_000, epochs=preset["epochs"], time_limit=time_limit, seed=args.seed))
+    workers = args.workers or default_workers()
+    print(f"[3/4] training the {args.model} recognizer (time limit {time_limit} min, {workers} worker"
+          f"{'s' if workers > 1 else ''})", flush=True)
+    options = TrainOptions(
+        data=data, out=args.out / "model", preset=args.model, block=((2, 2), (2, 2)), height=IMAGE_HEIGHT,
+        batch_pixels=BATCH_PIXELS, epochs=preset["epochs"], time_limit=time_limit, seed=args.seed,
+        augment=args.augment, validate_every=max(1, preset["validate_lines"] // (LINES_PER_BATCH * workers)))
+    summary = train(options) if workers == 1 else train_with_workers(options, workers)
     print("[4/4] evaluating the best model on held-out fonts", flush=True)
     results = {"preset": args.preset, "training": summary, "lm": {k: lm_stats[k] for k in ("vocabulary", "ngrams")}}
     model = load_recognizer(args.out / "model" / "best.keras")
     for subset in ("val", "test"):
         results[subset] = evaluate_subset(model, data, subset, args.out / "lm.arpa", args.out / "model" / f"{subset}.json")
+    show_samples(model, load_data_subset(data, "test", limit=SAMPLE_LINES), args.out / "samples.png")
     results["minutes"] = round((time.monotonic() - started) / 60, 1)
     (args.out / "main.json").write_text(json.dumps(results, indent=1) + "\n")
     print(f"\nmodel saved at {args.out / 'model' / 'best.keras'}; results in {args.out / 'main.json'}; "
-          f"{results['minutes']} min in all")
+          f"curves in {args.out / 'model' / 'curves.png'}; {results['minutes']} min in all")
     return 0
 
 
@@ -96,6 +166,17 @@ def evaluate_subset(model: CtcModel, data: Path, subset: str, lm_path: Path, out
     table = [row.__dict__ for row in rows]
     out.write_text(json.dumps(table, indent=1) + "\n")
     return table
+
+
+def show_samples(model: CtcModel, examples: TextImageSet, out_png: Path, printed: int = 4) -> None:
+    """Print the first ``printed`` lines of ``examples`` with their reference and greedy
+    recognition, and draw all of them into ``out_png``."""
+    hypotheses = Transcriber(model).transcribe(examples.images)
+    errors = [error_rate([reference], [hypothesis]) for reference, hypothesis in zip(examples.texts, hypotheses)]
+    for reference, hypothesis in list(zip(examples.texts, hypotheses))[:printed]:
+        print(f"  ref:  {reference}\n  read: {hypothesis}")
+    plot_samples(examples.images, examples.texts, hypotheses, out_png, errors)
+    print(f"{len(examples)} test lines with their recognition drawn in {out_png}")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,10 @@ def test_main_job_trains_and_reports_greedy_and_lm_error_rates(tmp_path):
          "--test", "4", "--time-limit", "0"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    for step in ("[1/4]", "[2/4]", "[3/4]", "[4/4]", "model saved at"):
+    for step in ("[1/4]", "[2/4]", "[3/4]", "[4/4]", "model saved at", "  ref:  ", "  read: "):
         assert step in result.stdout
+    for picture in (out / "samples.png", out / "model" / "curves.png"):
+        assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000
     report = json.loads((out / "main.json").read_text())
     assert report["training"]["epochs_run"] == 1 and report["training"]["stopped_by_time_limit"]
     assert report["training"]["train_examples"] + report["training"]["val_examples"] <= 20

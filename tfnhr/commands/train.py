@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tfnhr.choices import CELLS, HALVE_ON, MODEL_PRESETS, OPTIMIZERS, shipped_configs
+from tfnhr.choices import AUGMENT_LEVELS, CELLS, HALVE_ON, MODEL_PRESETS, OPTIMIZERS, shipped_configs
 from tfnhr.commands.common import add_data_arguments, int_list, reports_errors, size_pair
 
 
@@ -23,14 +23,16 @@ def register(commands: argparse._SubParsersAction) -> None:
 FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_filters", "block": "block",
                "dropout": "dropout", "cell": "cell", "height": "height", "batch_pixels": "batch_pixels",
                "epochs": "epochs", "lr": "learning_rate", "optimizer": "optimizer", "clipnorm": "clipnorm",
-               "halve_on": "halve_on", "seed": "seed"}
+               "halve_on": "halve_on", "halve_start": "halve_start", "halve_patience": "halve_patience",
+               "seed": "seed", "augment": "augment", "validate_every": "validate_every"}
 """Options whose flags are only set when given (so a config file can supply them) -> the
 :class:`~tfnhr.training.TrainOptions` field."""
 
 # The documented defaults of the options in FLAG_FIELDS (help texts only; the values that apply come
 # from tfnhr.training.TrainOptions, which a test keeps equal to these).
 HELP_DEFAULTS = {"out": Path("runs/recognizer"), "dropout": 0.25, "cell": "leaky_lp", "batch_pixels": 200_000,
-                 "epochs": 80, "learning_rate": 0.005, "optimizer": "adam", "clipnorm": 10.0, "seed": 0}
+                 "epochs": 80, "learning_rate": 0.005, "optimizer": "adam", "clipnorm": 10.0, "seed": 0,
+                 "halve_start": 0.5, "halve_patience": 2, "augment": "default"}
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,6 +69,16 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="halve the LR (reset the optimizer, restore the best weights) when the validation "
                              "CER/WER get worse than the best epoch's: either of them (default), both, one, "
                              "or never (constant LR)")
+    parser.add_argument("--halve-start", type=_fraction_or_none, default=unset,
+                        help="halving starts once the validation CER is below this fraction of the first "
+                             "validation's (the model has left CTC's blank phase); 'none': from the start "
+                             f"(default {defaults.halve_start})")
+    parser.add_argument("--halve-patience", type=int, default=unset,
+                        help=f"worse validations in a row before halving, at least one epoch's worth (default {defaults.halve_patience})")
+    parser.add_argument("--augment", choices=AUGMENT_LEVELS, default=unset,
+                        help=f"training-time image augmentation level (default {defaults.augment})")
+    parser.add_argument("--validate-every", type=int, default=unset, metavar="UPDATES",
+                        help="validate (log, checkpoint, maybe halve) every N updates instead of every epoch")
     parser.add_argument("--seed", type=int, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")
     parser.add_argument("--max-train", type=int, default=None, help="use only the first N training samples")
     parser.add_argument("--max-val", type=int, default=None, help="use only the first N validation samples")
@@ -74,6 +86,16 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="minutes; stop at the end of the epoch that passes it")
     parser.add_argument("--resume", action="store_true", help="continue from --out's last.keras/state.json")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _fraction_or_none(text: str) -> float | None:
+    """``--halve-start``'s value: a number in (0, 1], or ``none``."""
+    if text.lower() == "none":
+        return None
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1] or none, got {text}")
+    return value
 
 
 def options_from_args(args: argparse.Namespace):

@@ -3,13 +3,15 @@
 :func:`make_dataset` yields ``(images, labels)``: images ragged ``[B, (H), (W), 1]`` float32 ink
 in [0, 1], labels ragged ``[B, (L)]`` int32 class indices, in batches bounded by a pixel budget
 (:mod:`tfnhr.data.batches`); reshuffled every epoch (deterministically from the seed and the
-epoch number), with prefetch. :func:`batched_dataset` does the same for batches that the caller
+epoch number), optionally augmented (:mod:`tfnhr.data.augment`: each example distorted anew every
+epoch, in :data:`AUGMENT_THREADS` threads that run ahead of training), with prefetch. :func:`batched_dataset` does the same for batches that the caller
 chooses (a worker's share). :func:`ragged_batch` makes one such batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import tensorflow as tf
@@ -18,6 +20,13 @@ from tfnhr.charset import Charset
 from tfnhr.data.batches import balanced_batches, pixel_budget_batches, steps_per_epoch
 from tfnhr.data.images import to_ink
 from tfnhr.data.samples import TextImageSet
+
+Augment = Callable[[np.ndarray, int, int], np.ndarray]
+"""``augment(gray, epoch, index) -> gray``: a new uint8 ``[H, W']`` image for example ``index`` in
+``epoch`` (e.g. :class:`tfnhr.data.augment.Augmenter`); deterministic and thread-safe."""
+
+AUGMENT_THREADS = 2
+"""Threads that augment a batch's images (OpenCV releases the GIL while it works)."""
 
 IMAGES_SPEC = tf.RaggedTensorSpec([None, None, None, 1], tf.float32, ragged_rank=2)
 LABELS_SPEC = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
@@ -53,7 +62,7 @@ def ragged_batch(images: Sequence[np.ndarray], labels: Sequence[Sequence[int]]
 
 
 def make_dataset(data: TextImageSet, charset: Charset, batch_pixels: int, shuffle: bool = True,
-                 seed: int = 0, first_epoch: int = 0) -> tf.data.Dataset:
+                 seed: int = 0, first_epoch: int = 0, augment: Augment | None = None) -> tf.data.Dataset:
     """``(images, labels)`` batches of at most ``batch_pixels`` pixels (see the module docstring).
 
     Each pass over the dataset is one epoch, counted from ``first_epoch`` (a resumed run passes
@@ -62,6 +71,7 @@ def make_dataset(data: TextImageSet, charset: Charset, batch_pixels: int, shuffl
     number of batches every epoch (the dataset's cardinality; the budget must hold two of the
     largest examples). Without (evaluation) the data's order is split greedily by
     :func:`~tfnhr.data.batches.pixel_budget_batches`, where an example larger than the budget gets a batch alone.
+    ``augment``: see :func:`batched_dataset` (batches are formed on the sizes before augmentation).
     """
     pixels = data.pixels()
 
@@ -71,15 +81,17 @@ def make_dataset(data: TextImageSet, charset: Charset, batch_pixels: int, shuffl
         return balanced_batches(pixels, batch_pixels, np.random.default_rng([seed, epoch]).permutation(len(data)))
 
     return batched_dataset(data, charset, epoch_batches, first_epoch,
-                           steps=steps_per_epoch(pixels, batch_pixels) if shuffle else None)
+                           steps=steps_per_epoch(pixels, batch_pixels) if shuffle else None, augment=augment)
 
 
 def batched_dataset(data: TextImageSet, charset: Charset, epoch_batches: Callable[[int], list[list[int]]],
-                    first_epoch: int = 0, steps: int | None = None) -> tf.data.Dataset:
+                    first_epoch: int = 0, steps: int | None = None, augment: Augment | None = None
+                    ) -> tf.data.Dataset:
     """``(images, labels)`` batches of ``data`` as ``epoch_batches(e)`` (lists of example indices)
     groups them in epoch ``e``; each pass over the dataset is one epoch, counted from
     ``first_epoch``. ``steps``: the batches of every epoch, declared as the cardinality (what
-    Keras needs to run every epoch in full); ``None``: unknown.
+    Keras needs to run every epoch in full); ``None``: unknown. ``augment``: applied to every
+    image of epoch ``e`` as ``augment(image, e, index)`` (``None``: images as they are).
 
     :func:`make_dataset` is this with its own batching; a distributed job passes each worker's
     share (``horovod_jobs.train``).
@@ -89,10 +101,16 @@ def batched_dataset(data: TextImageSet, charset: Charset, epoch_batches: Callabl
     epoch = [first_epoch]
 
     def batches() -> Iterator[tuple[tf.RaggedTensor, tf.RaggedTensor]]:
-        chosen = epoch_batches(epoch[0])
+        this_epoch = epoch[0]
+        chosen = epoch_batches(this_epoch)
         epoch[0] += 1
-        for batch in chosen:
-            yield ragged_batch([data.images[i] for i in batch], [labels[i] for i in batch])
+        with ThreadPoolExecutor(AUGMENT_THREADS) as pool:
+            for batch in chosen:
+                if augment is None:
+                    images = [data.images[i] for i in batch]
+                else:
+                    images = list(pool.map(lambda i: augment(data.images[i], this_epoch, i), batch))
+                yield ragged_batch(images, [labels[i] for i in batch])
 
     dataset = tf.data.Dataset.from_generator(batches, output_signature=(IMAGES_SPEC, LABELS_SPEC))
     if steps is not None:

@@ -41,7 +41,8 @@ TEXT_DIR = Path(__file__).resolve().parent / "text"
 FONT_SPLITS: dict[str, list[str]] = {
     "train": ["ComicNeue-Regular.otf", "ComicNeue-BoldItalic.otf", "ComicNeue-Light.otf",
               "DancingScript-Regular.otf", "DancingScript-Bold.otf", "dkg.ttf", "KaushanScript-Regular.otf",
-              "SteveHand.ttf"],
+              "SteveHand.ttf", "Delphine.ttf", "Ecolier-court.ttf", "femkeklaver.ttf", "KleeOne-Regular-ASCII.ttf",
+              "LeckerliOne-Regular.ttf"],
     "val": ["Breip.ttf", "Kristi.ttf"],
     "test": ["Rufscript010.ttf", "Purisa.otf"],
 }

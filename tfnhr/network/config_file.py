@@ -6,7 +6,8 @@ Layout::
       "network": {"mdlstm1": {"class": "mdlstm2d", "n_out": 2}, ...,
                   "output": {"class": "ctc", "from": ["mdlstm3"], "directions": 4}},
       "learning_rate": 0.005, "optimizer": "adam", "gradient_clip": 10.0,
-      "batch_pixels": 200000, "schedule": "halve_on_either", "epochs": 80, "height": null, "seed": 0
+      "batch_pixels": 200000, "schedule": "halve_on_either", "epochs": 80, "height": null, "seed": 0,
+      "augment": "default", "validate_every": null, "halve_start": 0.5, "halve_patience": 2
     }
 
 Only ``network`` is required. :data:`TRAINING_KEYS` lists the training parameters, with what each
@@ -14,7 +15,11 @@ may hold; any other key is an error (a typo must not be ignored). ``optimizer`` 
 (``adam``, ``sgd``, ``rmsprop``, ``nadam``, ``adagrad``, ``adadelta``) or a mapping with
 ``class`` and that Keras optimizer's arguments (e.g. ``{"class": "sgd", "momentum": 0.9,
 "nesterov": true}``). ``schedule`` is ``halve_on_either|both|cer|wer`` (Wenniger et al. 2019's learning rate
-halving on the validation CER/WER) or ``constant``.
+halving on the validation CER/WER) or ``constant``; ``halve_start`` and ``halve_patience`` say when
+halving may begin and how many worse validations in a row it waits for
+(:class:`~tfnhr.training.callbacks.LearningRateHalving`). ``augment`` is a training-time
+augmentation level (:mod:`tfnhr.data.augment`); ``validate_every`` validates every N updates
+instead of every epoch.
 
 The shipped files (:func:`shipped_configs`: ``small``, ``large`` = the two recognizer sizes of
 Wenniger et al. 2019, ``blstm`` = RETURNN's Fig. 1 bidirectional LSTM over the collapsed image) can be named
@@ -31,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from tfnhr.choices import OPTIMIZERS, SCHEDULES, SHIPPED_CONFIGS, shipped_configs
+from tfnhr.choices import AUGMENT_LEVELS, OPTIMIZERS, SCHEDULES, SHIPPED_CONFIGS, shipped_configs
 from tfnhr.network.errors import NetworkConfigError
 from tfnhr.network.plan import plan_network
 
@@ -59,6 +64,10 @@ TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "epochs": (_count, "a positive integer"),
     "height": (lambda v: v is None or _count(v), "a positive integer (pixels) or null"),
     "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a non-negative integer"),
+    "augment": (lambda v: v in AUGMENT_LEVELS, f"one of {', '.join(AUGMENT_LEVELS)}"),
+    "validate_every": (lambda v: v is None or _count(v), "a positive integer (updates) or null (every epoch)"),
+    "halve_start": (lambda v: v is None or (_number(v) and v <= 1), "a number in (0, 1] or null"),
+    "halve_patience": (_count, "a positive integer (validations)"),
 }
 """Training parameters a config file may set: key -> (check, what it must be)."""
 

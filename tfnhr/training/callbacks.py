@@ -59,38 +59,62 @@ def reset_optimizer_state(optimizer: keras.optimizers.Optimizer) -> None:
 
 
 class LearningRateHalving(keras.callbacks.Callback):
-    """The learning-rate schedule of Wenniger et al. 2019, §VI: when the validation error gets worse than at the best epoch so far,
-    halve the learning rate, reset the optimizer state and restore the best epoch's weights.
+    """The learning-rate schedule of Wenniger et al. 2019, §VI, made safe for CTC's blank phase:
+    when the validation error gets worse than at the best validation so far, halve the learning
+    rate, reset the optimizer state and restore the best validation's weights.
+
+    A CTC model starts by emitting noise, then only blanks (validation CER ~100 %: "worse" than
+    the noise), and only then learns to read. Halving in that phase restores the noise weights
+    with a smaller rate, again and again, and the model never learns. So halving waits:
+
+    * ``start_below``: halving is armed only once the validation CER has fallen below this
+      fraction of the first validation's CER (the model reads; 0.5 in ``tfnhr train``).
+      ``None``: armed from the start (the paper's rule as written).
+    * ``patience``: it halves after this many validations in a row that are worse than the best
+      (1: at the first one, as in the paper); a new best resets the count.
 
     Args:
-      halve_on: ``"either"`` (CER or WER worse than the best epoch's, the default), ``"both"``
+      halve_on: ``"either"`` (CER or WER worse than the best validation's, the default), ``"both"``
         (both worse), ``"cer"`` or ``"wer"`` alone, ``"never"`` (a constant rate; the best
-        epoch is still tracked for the checkpoint). The best epoch is the one with the lowest
-        (CER, WER), compared in that order; an epoch that becomes the new best never halves
+        validation is still tracked for the checkpoint). The best validation is the one with the
+        lowest (CER, WER), compared in that order; one that becomes the new best never halves
         (e.g. a lower CER with a higher WER: training goes on from it).
       min_learning_rate: stop training once a halving would go below this.
+      start_below, patience: see above.
 
-    Attributes: ``best`` (``{"epoch", "val_cer", "val_wer"}`` of the best epoch, or ``None``),
-    ``halvings`` (list of epochs at which it halved). Its state survives a restart through
-    :meth:`state` / ``initial_state`` and ``best_weights`` (the best epoch's weights).
+    Validations are epoch ends (with ``fit(steps_per_epoch=N)``, every N updates). Attributes:
+    ``best`` (``{"epoch", "val_cer", "val_wer"}`` of the best validation, or ``None``),
+    ``halvings`` (epochs at which it halved), ``first_cer``, ``armed``, ``worse_in_a_row``. Its
+    state survives a restart through :meth:`state` / ``initial_state`` and ``best_weights`` (the
+    best validation's weights).
     """
 
     def __init__(self, halve_on: str = "either", min_learning_rate: float = 1e-6,
-                 initial_state: dict | None = None, best_weights: list[np.ndarray] | None = None) -> None:
+                 initial_state: dict | None = None, best_weights: list[np.ndarray] | None = None,
+                 start_below: float | None = None, patience: int = 1) -> None:
         super().__init__()
         if halve_on not in HALVE_ON:
             raise ValueError(f"halve_on must be one of {HALVE_ON}, got {halve_on!r}")
+        if start_below is not None and not 0 < start_below <= 1:
+            raise ValueError(f"start_below must be in (0, 1] or None, got {start_below}")
+        if patience < 1:
+            raise ValueError(f"patience must be >= 1, got {patience}")
         self.halve_on, self.min_learning_rate = halve_on, min_learning_rate
+        self.start_below, self.patience = start_below, patience
         state = initial_state or {}
         self.best: dict | None = state.get("best")
         self.halvings: list[int] = list(state.get("halvings", []))
+        self.first_cer: float | None = state.get("first_cer")
+        self.armed: bool = state.get("armed", start_below is None)
+        self.worse_in_a_row: int = state.get("worse_in_a_row", 0)
         self.best_weights = best_weights
         if self.best is not None and best_weights is None:
             raise ValueError("resuming LearningRateHalving with a best epoch needs its best_weights")
 
     def state(self) -> dict:
         """JSON-able state for resuming."""
-        return {"best": self.best, "halvings": self.halvings}
+        return {"best": self.best, "halvings": self.halvings, "first_cer": self.first_cer, "armed": self.armed,
+                "worse_in_a_row": self.worse_in_a_row}
 
     def _worse(self, cer: float, wer: float) -> bool:
         cer_worse, wer_worse = cer > self.best["val_cer"], wer > self.best["val_wer"]
@@ -105,11 +129,19 @@ class LearningRateHalving(keras.callbacks.Callback):
         cer, wer = logs["val_cer"], logs["val_wer"]
         learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         logs["learning_rate"] = learning_rate
+        if self.first_cer is None:
+            self.first_cer = cer
+        if not self.armed and cer < self.start_below * self.first_cer:
+            self.armed = True
         if self.best is None or (cer, wer) < (self.best["val_cer"], self.best["val_wer"]):
             self.best = {"epoch": epoch + 1, "val_cer": cer, "val_wer": wer}
             self.best_weights = self.model.get_weights()
-        elif self._worse(cer, wer):
-            self.halve(epoch)
+            self.worse_in_a_row = 0
+        elif self.armed and self._worse(cer, wer):
+            self.worse_in_a_row += 1
+            if self.worse_in_a_row >= self.patience:
+                self.worse_in_a_row = 0
+                self.halve(epoch)
 
     def halve(self, epoch: int) -> None:
         """Halve the learning rate, reset the optimizer, go back to the best weights."""

@@ -1,13 +1,17 @@
 """Training a recognizer (what ``tfnhr train`` runs).
 
 Wenniger et al. 2019, §VI: CTC loss, Adam (lr 0.005), gradient-norm clipping 10,
-:class:`~tfnhr.training.callbacks.LearningRateHalving` on validation CER/WER, at most 80 epochs,
-the best model kept.
+:class:`~tfnhr.training.callbacks.LearningRateHalving` on validation CER/WER (armed only once the
+model has left CTC's blank phase), at most 80 epochs, the best model kept; plus training-time
+augmentation (:mod:`tfnhr.data.augment`) and, optionally, validation every N updates.
 
 Files written to ``out``:
 ``best.keras`` (lowest validation CER; written atomically), ``last.keras`` + ``state.json`` (after
-every epoch, for ``resume``), ``log.csv`` (one row per epoch), ``tensorboard/``, ``charset.json``,
-``summary.json``.
+every validation, for ``resume``), ``log.csv`` (one row per validation), ``curves.png`` (loss and
+validation CER), ``tensorboard/``, ``charset.json``, ``summary.json``.
+
+A run whose validation CER stays near 100 % while its loss falls (stuck in CTC's all-blank phase)
+says so at the end and in ``summary.json`` (``collapsed``).
 
 :class:`TrainingHooks` are the points where a caller changes how :func:`train` runs: the
 defaults are one process; ``horovod_jobs.train`` passes hooks that train on several workers.
@@ -16,6 +20,7 @@ defaults are one process; ``horovod_jobs.train`` passes hooks that train on seve
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -24,7 +29,8 @@ import keras
 import tensorflow as tf
 
 from tfnhr.charset import Charset
-from tfnhr.data.dataset import make_dataset
+from tfnhr.data.augment import make_augmenter
+from tfnhr.data.dataset import Augment, make_dataset
 from tfnhr.data.samples import TextImageSet, drop_infeasible
 from tfnhr.data.sources import load_data_subset
 from tfnhr.models.config_network import build_config_network
@@ -32,6 +38,7 @@ from tfnhr.models.ctc_model import CtcModel
 from tfnhr.models.recognizer import build_recognizer
 from tfnhr.models.saving import load_recognizer
 from tfnhr.network.errors import NetworkConfigError
+from tfnhr.plots import plot_curves
 from tfnhr.training.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeLimit,
                                       ValidationErrorRates)
 from tfnhr.training.options import TrainOptions
@@ -74,10 +81,11 @@ class TrainingHooks:
         optimizer); nothing by default."""
 
     def train_data(self, data: TextImageSet, charset: Charset, options: TrainOptions,
-                   first_epoch: int) -> tf.data.Dataset:
-        """The training batches: one pass per epoch, epochs counted from ``first_epoch``."""
+                   first_epoch: int, augment: Augment | None = None) -> tf.data.Dataset:
+        """The training batches: one pass per epoch, epochs counted from ``first_epoch``, each
+        image passed through ``augment`` (``None``: as it is)."""
         return make_dataset(data, charset, options.batch_pixels, shuffle=True, seed=options.seed,
-                            first_epoch=first_epoch)
+                            first_epoch=first_epoch, augment=augment)
 
     def validation(self, data: TextImageSet, options: TrainOptions) -> keras.callbacks.Callback:
         """The callback that adds ``val_cer``/``val_wer`` (of all of ``data``) to each epoch's logs."""
@@ -124,9 +132,12 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
 
     train_set = drop_infeasible(train_set, charset, model.width_reduction)
     initial_epoch = state["epoch"] if state else 0
-    train_data = hooks.train_data(train_set, charset, options, initial_epoch)
+    train_data = hooks.train_data(train_set, charset, options, initial_epoch,
+                                  augment=make_augmenter(options.augment, options.seed))
+    fit_rounds = _rounds(train_data, options, initial_epoch)
     halving = LearningRateHalving(options.halve_on, initial_state=state and state["halving"],
-                                  best_weights=best_weights)
+                                  best_weights=best_weights, start_below=options.halve_start,
+                                  patience=max(options.halve_patience, fit_rounds["per_epoch"]))
     time_limit = hooks.time_limit(float("inf") if options.time_limit is None else 60 * options.time_limit)
     writers = [
         BestCheckpoint(out / "best.keras", best_cer=halving.best["val_cer"] if halving.best else float("inf")),
@@ -137,11 +148,15 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     callbacks = hooks.callbacks([hooks.validation(val_set, options), halving,
                                  *(writers if hooks.writes else []), time_limit])
     if options.verbose:
+        every = f"every {options.validate_every} updates" if options.validate_every else "every epoch"
         print(f"training {options.network_source or options.preset} recognizer ({model.count_params():,} parameters, "
-              f"{len(charset)} characters) on {len(train_set)} {options.kind}, validating on "
-              f"{len(val_set)}; epochs {initial_epoch + 1}..{options.epochs}", flush=True)
-    history = model.fit(train_data, epochs=options.epochs, initial_epoch=initial_epoch, shuffle=False,
-                        callbacks=callbacks, verbose=_keras_verbosity(options.verbose))
+              f"{len(charset)} characters) on {len(train_set)} {options.kind} (augmentation: {options.augment}), "
+              f"validating on {len(val_set)} {every}; {fit_rounds['what']} {initial_epoch + 1}..{fit_rounds['epochs']}",
+              flush=True)
+    history = model.fit(fit_rounds["data"], epochs=fit_rounds["epochs"], steps_per_epoch=fit_rounds["steps"],
+                        initial_epoch=initial_epoch, shuffle=False, callbacks=callbacks,
+                        verbose=_keras_verbosity(options.verbose))
+    collapse = blank_phase_collapse(history.history)
     summary = {
         "epochs_run": len(history.epoch),
         "last_epoch": (history.epoch[-1] + 1) if history.epoch else initial_epoch,
@@ -149,6 +164,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         "best_val_cer": halving.best and halving.best["val_cer"],
         "best_val_wer": halving.best and halving.best["val_wer"],
         "halvings": halving.halvings,
+        "collapsed": collapse is not None,
         "stopped_by_time_limit": time_limit.stopped_early,
         "train_examples": len(train_set),
         "val_examples": len(val_set),
@@ -158,9 +174,47 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     }
     if hooks.writes:
         (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        plot_curves(out / "log.csv", out / "curves.png", title=f"{options.network_source or options.preset} recognizer")
     if options.verbose:
         print_table(summary)
+    if collapse is not None:
+        print(f"warning: {collapse}", file=sys.stderr, flush=True)
     return summary
+
+
+def _rounds(train_data: tf.data.Dataset, options: TrainOptions, initial_epoch: int) -> dict:
+    """What ``fit`` runs: ``{"data", "epochs", "steps", "what", "per_epoch"}``. Without
+    ``validate_every``, an epoch is one pass over the data; with it, the data repeats and an epoch
+    of ``fit`` (a "validation round") is ``validate_every`` updates (at most one pass), as many
+    rounds as ``options.epochs`` passes take (rounded up). ``per_epoch``: validations per pass
+    over the data, the least patience of the halving (it waits for an epoch's worth of evidence,
+    as the paper's rule does, not for a few noisy validations)."""
+    if options.validate_every is None:
+        return {"data": train_data, "epochs": options.epochs, "steps": None, "what": "epochs", "per_epoch": 1}
+    steps = int(train_data.cardinality())
+    if steps < 1:
+        raise ValueError("validate_every needs training data of known length")
+    every = min(options.validate_every, steps)
+    rounds = math.ceil(options.epochs * steps / every)
+    return {"data": train_data.repeat(), "epochs": max(rounds, initial_epoch + 1), "steps": every,
+            "what": f"validation rounds of {every} updates ({steps} per epoch)", "per_epoch": math.ceil(steps / every)}
+
+
+BLANK_PHASE_CER = 0.9
+"""A validation CER at or above this reads (almost) nothing: CTC's blank phase or noise."""
+
+
+def blank_phase_collapse(history: dict[str, list[float]]) -> str | None:
+    """A one-line diagnosis if the run never left CTC's blank phase although it trained: every
+    validation after the first at or above :data:`BLANK_PHASE_CER` while the training loss fell
+    to at most 70 % of its first value; ``None`` otherwise (or with fewer than 3 validations).
+    ``history``: Keras' ``History.history`` (``loss`` and ``val_cer`` per validation)."""
+    cers, losses = history.get("val_cer", []), history.get("loss", [])
+    if len(cers) < 3 or len(losses) < 3 or min(cers[1:]) < BLANK_PHASE_CER or not losses[-1] <= 0.7 * losses[0]:
+        return None
+    return (f"collapsed: the validation CER stayed at {min(cers[1:]):.1%} or more in all {len(cers)} validations "
+            f"while the training loss fell from {losses[0]:.3g} to {losses[-1]:.3g}: the model emits blanks "
+            f"(CTC's blank phase). Train longer with --halve-on never, or check the labels and the image height")
 
 
 def _keras_verbosity(verbose: int) -> int:

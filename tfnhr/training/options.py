@@ -7,12 +7,13 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from tfnhr.choices import SCHEDULES
+from tfnhr.choices import AUGMENT_LEVELS, SCHEDULES
 from tfnhr.network.config_file import NetworkConfig
 
 CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gradient_clip": "clipnorm",
                  "batch_pixels": "batch_pixels", "schedule": "halve_on", "epochs": "epochs", "height": "height",
-                 "seed": "seed"}
+                 "seed": "seed", "augment": "augment", "validate_every": "validate_every",
+                 "halve_start": "halve_start", "halve_patience": "halve_patience"}
 """Training keys of a config file -> the :class:`TrainOptions` field they set."""
 
 MODEL_FIELDS = ("preset", "mdlstm_units", "conv_filters", "block", "dropout", "cell")
@@ -30,7 +31,13 @@ class TrainOptions:
     (:mod:`tfnhr.network`), built instead of the preset recognizer; ``network_source`` names its
     file. ``optimizer``: a name or mapping as in config files
     (:func:`~tfnhr.training.make_optimizer`); ``clipnorm``: global gradient-norm clip (``None``: none). ``halve_on``:
-    when the learning rate is halved (:data:`tfnhr.choices.HALVE_ON`).
+    when the learning rate is halved (:data:`tfnhr.choices.HALVE_ON`); ``halve_start``: halving
+    is armed once the validation CER falls below this fraction of the first validation's (``None``:
+    from the start); ``halve_patience``: worse validations in a row before it halves, at least
+    those of one pass over the data (:class:`~tfnhr.training.callbacks.LearningRateHalving`). ``augment``: training-time
+    augmentation level (:data:`tfnhr.choices.AUGMENT_LEVELS`). ``validate_every``: validate (and
+    log, checkpoint, maybe halve) every N updates, at most one pass; ``None``: after every pass
+    over the data. With it, ``epochs`` still counts passes over the data.
     """
 
     data: Path
@@ -51,6 +58,10 @@ class TrainOptions:
     optimizer: str | dict = "adam"
     clipnorm: float | None = 10.0
     halve_on: str = "either"
+    halve_start: float | None = 0.5
+    halve_patience: int = 2
+    augment: str = "default"
+    validate_every: int | None = None
     seed: int = 0
     max_train: int | None = None
     max_val: int | None = None
@@ -59,6 +70,16 @@ class TrainOptions:
     verbose: int = 1
     network: dict | None = None
     network_source: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.augment not in AUGMENT_LEVELS:
+            raise ValueError(f"augment must be one of {AUGMENT_LEVELS}, got {self.augment!r}")
+        if self.validate_every is not None and self.validate_every < 1:
+            raise ValueError(f"validate_every must be >= 1 update, got {self.validate_every}")
+        if self.halve_patience < 1:
+            raise ValueError(f"halve_patience must be >= 1 validation, got {self.halve_patience}")
+        if self.halve_start is not None and not 0 < self.halve_start <= 1:
+            raise ValueError(f"halve_start must be in (0, 1] or None, got {self.halve_start}")
 
 
 def resolve_options(defaults: Mapping, config: NetworkConfig | None, given: Mapping,

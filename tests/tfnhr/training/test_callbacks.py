@@ -181,7 +181,8 @@ def test_learning_rate_halving_state_round_trip():
     _perturb(model)
     halving.on_epoch_end(1, {"val_cer": 0.6, "val_wer": 0.5})
     state = json.loads(json.dumps(halving.state()))
-    assert state == {"best": {"epoch": 1, "val_cer": 0.4, "val_wer": 0.7}, "halvings": [2]}
+    assert state == {"best": {"epoch": 1, "val_cer": 0.4, "val_wer": 0.7}, "halvings": [2], "first_cer": 0.4,
+                     "armed": True, "worse_in_a_row": 0}
 
     with pytest.raises(ValueError, match="best_weights"):
         LearningRateHalving("cer", initial_state=state)
@@ -194,6 +195,79 @@ def test_learning_rate_halving_state_round_trip():
     resumed.on_epoch_end(2, {"val_cer": 0.5, "val_wer": 0.1})
     assert resumed.halvings == [2, 3] and _learning_rate(model) == pytest.approx(0.0025)
     _assert_weights_equal(model.get_weights(), best_weights)
+
+
+# The validation CERs of the issue's run on real handwritten digits: noise (88 %), CTC's blank phase
+# (~100 %), then reading; later two worse validations in a row and a new best.
+BLANK_PHASE_RUN = [0.88, 0.995, 0.99, 0.96, 0.67, 0.27, 0.13, 0.066, 0.07, 0.08, 0.05]
+
+
+def _run_halving(halving, model, cers):
+    """Feed ``cers`` (WER = min(1, 2 CER)) as validations, perturbing the weights in between;
+    returns the weights seen at each validation."""
+    halving.set_model(model)
+    seen = []
+    for epoch, cer in enumerate(cers):
+        _perturb(model, 0.1)
+        seen.append(model.get_weights())
+        halving.on_epoch_end(epoch, {"val_cer": cer, "val_wer": min(1.0, 2 * cer)})
+    return seen
+
+
+def test_the_papers_rule_halves_through_the_blank_phase():
+    model = _dense_model(0.005)
+    halving = LearningRateHalving()
+    seen = _run_halving(halving, model, BLANK_PHASE_RUN[:4])
+    # Every validation of the blank phase is worse than the noise of the first: each halves and
+    # goes back to the first validation's weights (in a real run, the model never gets further).
+    assert halving.halvings == [2, 3, 4] and halving.best["epoch"] == 1
+    _assert_weights_equal(model.get_weights(), seen[0])
+    _run_halving(halving, model, BLANK_PHASE_RUN[4:])  # (validations numbered from 1 again)
+    assert halving.halvings == [2, 3, 4, 5, 6]
+    assert _learning_rate(model) == pytest.approx(0.005 / 2**5)
+
+
+def test_halving_waits_until_the_model_reads_then_for_patience():
+    model = _dense_model(0.005)
+    halving = LearningRateHalving(start_below=0.5, patience=2)
+    seen = _run_halving(halving, model, BLANK_PHASE_RUN)
+    assert halving.first_cer == 0.88 and halving.armed
+    # Armed at validation 6 (0.27 < 0.44); validations 9 and 10 are worse than 8's 0.066: one
+    # halving, at the second of them, back to validation 8's weights.
+    assert halving.halvings == [10]
+    assert _learning_rate(model) == pytest.approx(0.0025)
+    assert halving.best == {"epoch": 11, "val_cer": 0.05, "val_wer": 0.1}
+    _assert_weights_equal(halving.best_weights, seen[10])
+
+    # Not armed yet: no halving however long the blank phase lasts.
+    waiting = LearningRateHalving(start_below=0.5, patience=1)
+    _run_halving(waiting, _dense_model(0.005), [0.88] + [1.0] * 10 + [0.5])
+    assert not waiting.armed and waiting.halvings == []
+
+
+def test_patience_counts_worse_validations_in_a_row():
+    model = _dense_model(0.01)
+    halving = LearningRateHalving(patience=3)
+    # best 0.3; worse, worse, new best (count reset), worse, worse, worse -> one halving at 7
+    _run_halving(halving, model, [0.4, 0.3, 0.35, 0.32, 0.2, 0.25, 0.3, 0.21])
+    assert halving.halvings == [8]
+    with pytest.raises(ValueError, match="patience"):
+        LearningRateHalving(patience=0)
+    with pytest.raises(ValueError, match="start_below"):
+        LearningRateHalving(start_below=1.5)
+
+
+def test_a_resumed_halving_keeps_its_arming_and_count():
+    model = _dense_model(0.01)
+    halving = LearningRateHalving(start_below=0.5, patience=2)
+    _run_halving(halving, model, [0.9, 0.3, 0.35])
+    state = json.loads(json.dumps(halving.state()))
+    assert state["armed"] and state["worse_in_a_row"] == 1 and state["first_cer"] == 0.9
+    resumed = LearningRateHalving(start_below=0.5, patience=2, initial_state=state,
+                                  best_weights=halving.best_weights)
+    resumed.set_model(model)
+    resumed.on_epoch_end(3, {"val_cer": 0.4, "val_wer": 0.8})
+    assert resumed.halvings == [4]
 
 
 def test_save_atomically_leaves_no_partial_file(tmp_path):
@@ -249,7 +323,8 @@ def test_resume_state_writes_model_and_state(tmp_path):
     resume.on_epoch_end(4, {})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.keras", "state.json"]
     assert json.loads((tmp_path / "state.json").read_text()) == {
-        "epoch": 5, "halving": {"best": {"epoch": 2, "val_cer": 0.1, "val_wer": 0.2}, "halvings": [3]}}
+        "epoch": 5, "halving": {"best": {"epoch": 2, "val_cer": 0.1, "val_wer": 0.2}, "halvings": [3],
+                                "first_cer": None, "armed": True, "worse_in_a_row": 0}}
     loaded = keras.models.load_model(tmp_path / "last.keras")
     _assert_weights_equal(loaded.get_weights(), model.get_weights())
     assert int(loaded.optimizer.iterations) == 5

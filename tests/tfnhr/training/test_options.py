@@ -58,3 +58,36 @@ def test_flags_override_a_shipped_config():
     assert (preset.block, preset.mdlstm_units, preset.network) == (((2, 2), (2, 2)), (2, 4, 8), None)
     with pytest.raises(ValueError, match="--block cannot be combined"):
         options_from_args(parser.parse_args(["train", "--data", "d", "--config", "small", "--block", "2x2"]))
+
+
+def test_recipe_and_augmentation_options_from_flags_and_config(tmp_path):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    defaults = options_from_args(parser.parse_args(["train", "--data", "d"]))
+    assert (defaults.augment, defaults.validate_every, defaults.halve_start, defaults.halve_patience) == \
+        ("default", None, 0.5, 2)
+    given = options_from_args(parser.parse_args(
+        ["train", "--data", "d", "--augment", "none", "--validate-every", "50", "--halve-start", "none",
+         "--halve-patience", "1"]))
+    assert (given.augment, given.validate_every, given.halve_start, given.halve_patience) == ("none", 50, None, 1)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train", "--data", "d", "--halve-start", "1.5"])
+
+    config_file = tmp_path / "net.yaml"
+    config_file.write_text("network:\n  out: {class: ctc}\naugment: strong\nvalidate_every: 30\n"
+                           "halve_start: 0.25\nhalve_patience: 3\n")
+    from_file = resolve_options(RUN, load_config(config_file), {})
+    assert (from_file.augment, from_file.validate_every, from_file.halve_start, from_file.halve_patience) == \
+        ("strong", 30, 0.25, 3)
+    config_file.write_text("network:\n  out: {class: ctc}\naugment: extreme\n")
+    with pytest.raises(ValueError, match="augment"):
+        load_config(config_file)
+
+
+@pytest.mark.parametrize("field, value", [("augment", "extreme"), ("validate_every", 0), ("halve_patience", 0),
+                                          ("halve_start", 0.0), ("halve_start", 1.5)])
+def test_bad_recipe_options_fail_with_their_name(field, value):
+    with pytest.raises(ValueError, match=field):
+        TrainOptions(data=Path("."), **{field: value})
