@@ -95,7 +95,13 @@ class LearningRateWarmUp(keras.callbacks.Callback):
 class AgreedTimeLimit(TimeLimit):
     """A :class:`~tfnhr.training.callbacks.TimeLimit` decided together: after every epoch, training stops
     on all ranks if any rank's clock passed the limit (one allreduce of the flag), so no rank
-    goes on alone into a step that the others never join."""
+    goes on alone into a step that the others never join; :meth:`elapsed` (the annealing's
+    clock) is the same on every rank."""
+
+    def elapsed(self) -> float:
+        """The longest time any rank has trained (one allreduce): every rank sees the same."""
+        seconds = tf.constant(super().elapsed(), tf.float64)
+        return float(hvd.allreduce(seconds, op=hvd.Max, name="horovod_jobs.elapsed"))
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         super().on_epoch_end(epoch, logs)

@@ -24,7 +24,7 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
                "dropout": "dropout", "cell": "cell", "height": "height", "batch_pixels": "batch_pixels",
                "epochs": "epochs", "lr": "learning_rate", "optimizer": "optimizer", "clipnorm": "clipnorm",
                "halve_on": "halve_on", "halve_start": "halve_start", "halve_patience": "halve_patience",
-               "seed": "seed", "augment": "augment", "validate_every": "validate_every"}
+               "seed": "seed", "augment": "augment", "validate_every": "validate_every", "anneal": "anneal"}
 """Options whose flags are only set when given (so a config file can supply them) -> the
 :class:`~tfnhr.training.TrainOptions` field."""
 
@@ -32,7 +32,7 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
 # from tfnhr.training.TrainOptions, which a test keeps equal to these).
 HELP_DEFAULTS = {"out": Path("runs/recognizer"), "dropout": 0.25, "cell": "leaky_lp", "batch_pixels": 200_000,
                  "epochs": 80, "learning_rate": 0.005, "optimizer": "adam", "clipnorm": 10.0, "seed": 0,
-                 "halve_start": 0.5, "halve_patience": 2, "augment": "default"}
+                 "halve_start": 0.5, "halve_patience": 2, "augment": "default", "anneal": 0.5}
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +77,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"worse validations in a row before halving, at least one epoch's worth (default {defaults.halve_patience})")
     parser.add_argument("--augment", choices=AUGMENT_LEVELS, default=unset,
                         help=f"training-time image augmentation level (default {defaults.augment})")
+    parser.add_argument("--anneal", type=_anneal_start, default=unset, metavar="FRACTION",
+                        help="with --time-limit: lower the learning rate linearly to 1/20 from this fraction of "
+                             f"the limit on; 'none': keep it (default {defaults.anneal})")
     parser.add_argument("--validate-every", type=int, default=unset, metavar="UPDATES",
                         help="validate (log, checkpoint, maybe halve) every N updates instead of every epoch")
     parser.add_argument("--seed", type=int, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")
@@ -95,6 +98,16 @@ def _fraction_or_none(text: str) -> float | None:
     value = float(text)
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"must be in (0, 1] or none, got {text}")
+    return value
+
+
+def _anneal_start(text: str) -> float | None:
+    """``--anneal``'s value: a number in [0, 1), or ``none``."""
+    if text.lower() == "none":
+        return None
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1) or none, got {text}")
     return value
 
 

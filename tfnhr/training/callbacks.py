@@ -196,9 +196,53 @@ class TimeLimit(keras.callbacks.Callback):
     def on_train_begin(self, logs: dict | None = None) -> None:
         self.started = time.monotonic()
 
+    def elapsed(self) -> float:
+        """Seconds since training began (a distributed run agrees on one value)."""
+        return time.monotonic() - self.started
+
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if time.monotonic() - self.started > self.seconds:
             self.model.stop_training = self.stopped_early = True
+
+
+class TimeBudgetAnnealing(keras.callbacks.Callback):
+    """Lower the learning rate linearly over the end of a time budget: from the fraction
+    ``start`` of ``time_limit.seconds`` on, each epoch (validation round) trains with the rate
+    times a factor that falls from 1 to ``final`` at the limit (and stays there). Budgeted
+    training (Li et al. 2020): a run that has to stop at a fixed time ends better with its rate
+    annealed than at a constant one.
+
+    Between epochs the optimizer holds the unannealed rate (restored at each epoch end, before
+    :class:`LearningRateHalving` reads or halves it: put this callback before it); the factor of
+    each epoch is logged as ``lr_factor``. The clock is ``time_limit.elapsed()``, so a
+    distributed run whose time limit agrees on one clock anneals alike on every worker.
+    """
+
+    def __init__(self, time_limit: TimeLimit, start: float = 0.5, final: float = 0.05) -> None:
+        super().__init__()
+        if not 0 <= start < 1 or not 0 < final <= 1:
+            raise ValueError(f"need 0 <= start < 1 and 0 < final <= 1, got {start} and {final}")
+        self.time_limit, self.start, self.final = time_limit, start, final
+        self.rate: float | None = None  # the unannealed rate, during an epoch
+        self.factor = 1.0
+
+    def factor_at(self, seconds: float) -> float:
+        """The learning-rate factor ``seconds`` into the budget."""
+        progress = (seconds / self.time_limit.seconds - self.start) / (1 - self.start)
+        return 1.0 - (1.0 - self.final) * min(max(progress, 0.0), 1.0)
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self.factor = self.factor_at(self.time_limit.elapsed())
+        optimizer = self.model.optimizer
+        self.rate = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+        optimizer.learning_rate = self.rate * self.factor
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if self.rate is not None:
+            self.model.optimizer.learning_rate = self.rate
+            self.rate = None
+        if logs is not None:
+            logs["lr_factor"] = self.factor
 
 
 class ResumeState(keras.callbacks.Callback):

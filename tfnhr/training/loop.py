@@ -3,7 +3,9 @@
 Wenniger et al. 2019, §VI: CTC loss, Adam (lr 0.005), gradient-norm clipping 10,
 :class:`~tfnhr.training.callbacks.LearningRateHalving` on validation CER/WER (armed only once the
 model has left CTC's blank phase), at most 80 epochs, the best model kept; plus training-time
-augmentation (:mod:`tfnhr.data.augment`) and, optionally, validation every N updates.
+augmentation (:mod:`tfnhr.data.augment`), with a time limit the learning rate annealed over its
+second half (:class:`~tfnhr.training.callbacks.TimeBudgetAnnealing`), and, optionally,
+validation every N updates.
 
 Files written to ``out``:
 ``best.keras`` (lowest validation CER; written atomically), ``last.keras`` + ``state.json`` (after
@@ -39,8 +41,8 @@ from tfnhr.models.recognizer import build_recognizer
 from tfnhr.models.saving import load_recognizer
 from tfnhr.network.errors import NetworkConfigError
 from tfnhr.plots import plot_curves
-from tfnhr.training.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeLimit,
-                                      ValidationErrorRates)
+from tfnhr.training.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeBudgetAnnealing,
+                                      TimeLimit, ValidationErrorRates)
 from tfnhr.training.options import TrainOptions
 
 RESUME_FILES = ("last.keras", "state.json")
@@ -145,7 +147,9 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         keras.callbacks.TensorBoard(str(out / "tensorboard"), write_graph=False, profile_batch=0),
         ResumeState(out, halving),
     ]
-    callbacks = hooks.callbacks([hooks.validation(val_set, options), halving,
+    annealing = ([TimeBudgetAnnealing(time_limit, options.anneal)]
+                 if options.time_limit is not None and options.anneal is not None else [])
+    callbacks = hooks.callbacks([hooks.validation(val_set, options), *annealing, halving,
                                  *(writers if hooks.writes else []), time_limit])
     if options.verbose:
         every = f"every {options.validate_every} updates" if options.validate_every else "every epoch"

@@ -13,7 +13,7 @@ from tfnhr.network.config_file import NetworkConfig
 CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gradient_clip": "clipnorm",
                  "batch_pixels": "batch_pixels", "schedule": "halve_on", "epochs": "epochs", "height": "height",
                  "seed": "seed", "augment": "augment", "validate_every": "validate_every",
-                 "halve_start": "halve_start", "halve_patience": "halve_patience"}
+                 "halve_start": "halve_start", "halve_patience": "halve_patience", "anneal": "anneal"}
 """Training keys of a config file -> the :class:`TrainOptions` field they set."""
 
 MODEL_FIELDS = ("preset", "mdlstm_units", "conv_filters", "block", "dropout", "cell")
@@ -37,7 +37,9 @@ class TrainOptions:
     those of one pass over the data (:class:`~tfnhr.training.callbacks.LearningRateHalving`). ``augment``: training-time
     augmentation level (:data:`tfnhr.choices.AUGMENT_LEVELS`). ``validate_every``: validate (and
     log, checkpoint, maybe halve) every N updates, at most one pass; ``None``: after every pass
-    over the data. With it, ``epochs`` still counts passes over the data.
+    over the data. With it, ``epochs`` still counts passes over the data. ``anneal``: with a
+    ``time_limit``, lower the learning rate linearly to 1/20 from this fraction of the limit on
+    (:class:`~tfnhr.training.callbacks.TimeBudgetAnnealing`); ``None``: no annealing.
     """
 
     data: Path
@@ -62,6 +64,7 @@ class TrainOptions:
     halve_patience: int = 2
     augment: str = "default"
     validate_every: int | None = None
+    anneal: float | None = 0.5
     seed: int = 0
     max_train: int | None = None
     max_val: int | None = None
@@ -80,6 +83,8 @@ class TrainOptions:
             raise ValueError(f"halve_patience must be >= 1 validation, got {self.halve_patience}")
         if self.halve_start is not None and not 0 < self.halve_start <= 1:
             raise ValueError(f"halve_start must be in (0, 1] or None, got {self.halve_start}")
+        if self.anneal is not None and not 0 <= self.anneal < 1:
+            raise ValueError(f"anneal must be in [0, 1) or None, got {self.anneal}")
 
 
 def resolve_options(defaults: Mapping, config: NetworkConfig | None, given: Mapping,

@@ -20,8 +20,8 @@ from tfnhr.data.samples import TextImageSet
 from tfnhr.decoding import greedy_decode_batch
 from tfnhr.inference import Transcriber
 from tfnhr.metrics import error_rate
-from tfnhr.training.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeLimit,
-                                      ValidationErrorRates, reset_optimizer_state, save_atomically)
+from tfnhr.training.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeBudgetAnnealing,
+                                      TimeLimit, ValidationErrorRates, reset_optimizer_state, save_atomically)
 
 
 # ----------------------------------------------------------------- callbacks on a Dense model
@@ -330,6 +330,46 @@ def test_resume_state_writes_model_and_state(tmp_path):
     assert int(loaded.optimizer.iterations) == 5
     for a, b in zip(_slots(loaded.optimizer), _slots(model.optimizer)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+class _Clock(TimeLimit):
+    """A time limit whose clock the test sets."""
+
+    def __init__(self, seconds):
+        super().__init__(seconds)
+        self.now = 0.0
+
+    def elapsed(self):
+        return self.now
+
+
+def test_annealing_scales_each_epoch_and_restores_the_rate_for_halving():
+    model = _dense_model(0.01)
+    clock = _Clock(100.0)
+    annealing, halving = TimeBudgetAnnealing(clock, start=0.5, final=0.05), LearningRateHalving()
+    for callback in (annealing, halving):
+        callback.set_model(model)
+    # factor: 1 until half the budget, then linear to 0.05 at the limit, 0.05 after it
+    for seconds, factor in ((0, 1.0), (50, 1.0), (75, 0.525), (100, 0.05), (130, 0.05)):
+        assert annealing.factor_at(seconds) == pytest.approx(factor)
+    clock.now = 75.0
+    annealing.on_epoch_begin(0)
+    assert _learning_rate(model) == pytest.approx(0.01 * 0.525)  # what the epoch trains with
+    logs = {"val_cer": 0.3, "val_wer": 0.5}
+    annealing.on_epoch_end(0, logs)  # before the halving, as in train()'s callback list
+    halving.on_epoch_end(0, logs)
+    assert logs["lr_factor"] == pytest.approx(0.525) and logs["learning_rate"] == pytest.approx(0.01)
+    clock.now = 90.0
+    annealing.on_epoch_begin(1)
+    assert _learning_rate(model) == pytest.approx(0.01 * 0.24)
+    annealing.on_epoch_end(1, {})
+    _perturb(model)
+    halving.on_epoch_end(1, {"val_cer": 0.4, "val_wer": 0.5})  # worse: halves the unannealed rate
+    clock.now = 100.0
+    annealing.on_epoch_begin(2)
+    assert _learning_rate(model) == pytest.approx(0.005 * 0.05)
+    with pytest.raises(ValueError, match="start"):
+        TimeBudgetAnnealing(clock, start=1.0)
 
 
 def test_time_limit_stops_after_first_epoch():
