@@ -41,6 +41,7 @@ bench: setup
 	taskset -c 0 $(PY) benchmarks/hdf5_vs_folder.py --threads 1 --out build/bench/hdf5_vs_folder.json
 	taskset -c 0 $(PY) benchmarks/config_vs_preset.py --threads 1 --out build/bench/config_vs_preset.json
 	$(PY) benchmarks/service_throughput.py --out build/bench/service_throughput.json
+	taskset -c 0 $(PY) benchmarks/augment_speed.py --threads 1 --out build/bench/augment_speed.json
 
 # Fashion-MNIST accuracy of MLCN vs CapsNet at equal training time (about 35 min; the data comes
 # from Debian's dataset-fashion-mnist, installed here when missing and running as root).
