@@ -227,7 +227,9 @@ class TimeBudgetAnnealing(keras.callbacks.Callback):
         self.factor = 1.0
 
     def factor_at(self, seconds: float) -> float:
-        """The learning-rate factor ``seconds`` into the budget."""
+        """The learning-rate factor ``seconds`` into the budget (a budget of 0 s: ``final``)."""
+        if self.time_limit.seconds <= 0:
+            return self.final
         progress = (seconds / self.time_limit.seconds - self.start) / (1 - self.start)
         return 1.0 - (1.0 - self.final) * min(max(progress, 0.0), 1.0)
 

@@ -370,6 +370,7 @@ def test_annealing_scales_each_epoch_and_restores_the_rate_for_halving():
     assert _learning_rate(model) == pytest.approx(0.005 * 0.05)
     with pytest.raises(ValueError, match="start"):
         TimeBudgetAnnealing(clock, start=1.0)
+    assert TimeBudgetAnnealing(_Clock(0.0)).factor_at(0.0) == 0.05  # --time-limit 0: one epoch, annealed
 
 
 def test_time_limit_stops_after_first_epoch():
