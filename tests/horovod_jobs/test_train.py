@@ -37,7 +37,7 @@ from tfnhr.models import build_recognizer, load_recognizer
 
 TINY_MLCN = ["--model", "mlcn", "--lanes", "2", "--width", "1", "--depth", "1", "--dataset", "synthetic",
              "--limit-train", "128", "--limit-test", "64", "--batch-size", "32"]
-NHR_FILES = {"best.keras", "last.keras", "state.json", "charset.json", "log.csv", "summary.json", "tensorboard"}
+NHR_FILES = {"best.keras", "last.keras", "state.json", "charset.json", "log.csv", "summary.json", "tensorboard", "curves.png"}
 MLCN_FILES = {"model.keras", "placement.json", "log.csv", "summary.json"}
 JOB_ENV = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
            "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
