@@ -1,6 +1,6 @@
 """The training recipe of :func:`tfnhr.training.train` as a whole: the blank-phase diagnosis, the
-validation rounds, and a regression run on a generated task where the paper's halving rule
-collapses (it halves through CTC's blank phase and never learns) while the default recipe learns."""
+validation rounds, and a regression run on a generated task with a long CTC blank phase (where the
+paper's halving rule halves back to the untrained weights) that the default recipe leaves."""
 
 from __future__ import annotations
 
@@ -50,13 +50,15 @@ def _train(tmp_path, name, epochs, **recipe):
 
 
 @pytest.mark.slow
-def test_the_default_recipe_learns_where_the_papers_rule_collapses(tmp_path):
+def test_the_default_recipe_leaves_the_blank_phase_and_reads(tmp_path):
+    """The run passes through CTC's blank phase (several validations at >= 90 % CER, where the
+    paper's rule halves back to the first validation's weights: ``test_callbacks``'s
+    ``test_the_papers_rule_halves_through_the_blank_phase`` replays such a run) and then reads."""
     _digit_set(tmp_path / "digits.h5")
-    # The blank phase lasts about 250 updates (17 validations); by then the paper's rule has halved
-    # the rate 6 times or more, back to the first validation's weights each time.
-    papers, papers_log = _train(tmp_path, "papers-rule", epochs=3, halve_start=None, halve_patience=1)
     ours, ours_log = _train(tmp_path, "recipe", epochs=6)
-    assert len(papers["halvings"]) >= 3, papers_log  # halved through the blank phase ...
-    assert papers["best_val_cer"] >= BLANK_PHASE_CER and papers["collapsed"], papers_log  # ... and never read
-    assert ours["best_val_cer"] < 0.5 and not ours["collapsed"], ours_log
+    cers = [float(row.split(",")[3]) for row in ours_log[1:]]
+    assert sum(cer >= BLANK_PHASE_CER for cer in cers) >= 3, ours_log  # the blank phase was there ...
+    assert ours["best_val_cer"] < 0.5 and not ours["collapsed"], ours_log  # ... and the model left it
+    reads = next(index for index, cer in enumerate(cers) if cer < 0.5)
+    assert all(halving > reads for halving in ours["halvings"]), ours_log  # no halving before it read
     assert json.loads((tmp_path / "recipe" / "summary.json").read_text())["collapsed"] is False
