@@ -234,6 +234,35 @@ def test_ctc_loss_matches_brute_force(tiny):
     assert float(loss) == pytest.approx(expected, rel=1e-4)
 
 
+def test_ctc_loss_gradient_matches_the_dense_label_implementation(tiny):
+    """The sparse-label C++ kernel against Keras' dense-label CTC (TensorFlow ops), loss and gradient."""
+    rng = np.random.default_rng(5)
+    labels = tf.ragged.constant([[1, 2, 2], [3], [4, 1, 4, 1]], dtype=tf.int32)
+    scores = tf.ragged.constant([rng.normal(size=(t, CHARSET.num_classes)).astype(np.float32) for t in (7, 3, 9)],
+                                ragged_rank=1)
+
+    def loss_and_gradient(loss_fn):
+        with tf.GradientTape() as tape:
+            values = scores.flat_values + 0.0
+            tape.watch(values)
+            loss = loss_fn(scores.with_flat_values(values))
+        return float(loss), tf.convert_to_tensor(tape.gradient(loss, values)).numpy()
+
+    loss, gradient = loss_and_gradient(lambda s: tiny.ctc_loss(labels, s))
+    expected_loss, expected_gradient = loss_and_gradient(lambda s: tf.reduce_mean(keras.ops.ctc_loss(
+        labels.to_tensor(), s.to_tensor(), labels.row_lengths(), s.row_lengths(), mask_index=0)))
+    assert loss == pytest.approx(expected_loss, rel=1e-5)
+    np.testing.assert_allclose(gradient, expected_gradient, atol=1e-5)
+
+
+def test_ctc_loss_of_an_infeasible_example_is_an_error_or_infinite(tiny):
+    scores = tf.ragged.constant([np.zeros((2, CHARSET.num_classes), np.float32)], ragged_rank=1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Not enough time"):
+        tiny.ctc_loss(tf.ragged.constant([[1, 2, 3]], dtype=tf.int32), scores)
+    repeated = tiny.ctc_loss(tf.ragged.constant([[1, 1]], dtype=tf.int32), scores)  # needs a blank between
+    assert np.isinf(float(repeated))
+
+
 # ----------------------------------------------------------------- saving and config
 
 def test_save_and_load_give_identical_predictions(tiny, tmp_path):

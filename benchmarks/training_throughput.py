@@ -1,0 +1,275 @@
+"""Recognizer training throughput: whole training steps of the small and large presets on synthetic lines at the main job's height, batch budgets compared in one run, with a profile of each step's parts and the machine's matmul peak.
+
+Each compared batch budget (``--batch-pixels``, default the main job's old 150,000 pixels and its
+new default) gets its own recognizer (same seed) and its own training dataset
+(:func:`tfnhr.data.dataset.make_dataset` with ``default`` augmentation, as ``tfnhr train``);
+the budgets' steps run interleaved, one step each per round, so that load from other processes
+hits them alike. A step is timed whole: fetching the next batch from the tf.data pipeline
+(augmentation, ragged batch) and one ``train_step`` (three packings, three MDLSTM levels, two
+block convolutions, CTC, Adam). Figures: lines/s and pixels/s from the median step time, with
+the range over rounds.
+
+The profile times each part of a step alone on the budget's first batch (median of repeats):
+the packing planner (NumPy, three calls), pack + unpack forward and backward, each MDLSTM
+level's scan forward and backward, the block convolutions, the per-pixel scores, CTC forward
+and backward and the optimizer's update; "rest" is the measured step minus their sum. The
+single-thread (and, with ``--threads 2``, two-thread) float32 matmul peak is measured in the
+same process (1024 x 1024), and the scans' matmul FLOPs per step (from the computed cells of
+the packed canvases) give their share of it.
+
+    taskset -c 0 .venv/bin/python benchmarks/training_throughput.py --threads 1 --out t1.json
+    .venv/bin/python benchmarks/training_throughput.py --threads 2 --out t2.json
+    .venv/bin/python benchmarks/training_throughput.py --workers 2 --out w2.json   # Horovod
+
+``--workers W`` (W >= 1) instead times whole epochs of ``horovod_jobs.train --task nhr`` under
+``horovodrun`` on a synthetic line set written in the IAM layout (``--train-lines``), with W
+single-threaded workers pinned to their own cores, against one worker with ``W`` threads, for
+each budget: median epoch training seconds after the first epoch, validation excluded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import _harness
+
+HEIGHT = 32
+"""The main job's line height (px)."""
+BLOCKS = ((2, 2), (2, 2))
+"""The main job's block convolutions."""
+OLD_BATCH_PIXELS = 150_000
+"""The main job's batch budget before this benchmark (about 11 lines)."""
+
+
+def synthetic_lines(count: int, seed: int):
+    """``count`` synthetic training lines scaled to :data:`HEIGHT` as a TextImageSet."""
+    from tfnhr.data import synthetic
+    from tfnhr.data.images import scale_to_height
+    from tfnhr.data.samples import TextImageSet
+
+    examples = synthetic.generate(count, seed=seed, kind="lines", split="train")
+    return TextImageSet([scale_to_height(image, HEIGHT) for image, _ in examples],
+                        [text for _, text in examples], [f"line{i}" for i in range(count)])
+
+
+def matmul_peak(tf, size: int = 1024, repeats: int = 10) -> float:
+    """float32 GFLOP/s of a ``size`` x ``size`` matmul on the current thread pools (best of repeats)."""
+    a = tf.random.normal([size, size])
+    product = tf.function(lambda x: tf.matmul(x, x))
+    product(a).numpy()
+    best = min(_harness.timed(lambda: product(a).numpy())[1] for _ in range(repeats))
+    return 2 * size ** 3 / best / 1e9
+
+
+def scan_flops(units: int, channels: int, cells: int, directions: int = 4) -> float:
+    """Matmul FLOPs of one MDLSTM scan, forward + backward, over ``cells`` computed cells (per
+    direction) of the Leaky LP cell: forward the gate matmul over ``[x; 1; h1; h2; s1; s2]`` (peephole
+    gates) and ``[x; 1; h1; h2]`` (the others) plus the output peephole, backward twice that
+    (input and weight gradients)."""
+    k = channels + 1 + 2 * units
+    forward = 2 * (2 * units * (k + 2 * units) + 3 * units * k) + 2 * 2 * units * units
+    return 3.0 * forward * cells * directions
+
+
+def canvas_cells(images) -> int:
+    """Computed cells (per direction) of the skewed scan over the packed canvases of ``images``."""
+    from tfnhr.ops.packing import image_sizes, plan_packing
+
+    layout = plan_packing(image_sizes(images))
+    height, width = layout.canvas_height, layout.canvas_width
+    return layout.num_canvases * height * (width + height - 1)
+
+
+def median_seconds(function, repeats: int) -> float:
+    function()
+    return statistics.median(_harness.timed(function)[1] for _ in range(repeats))
+
+
+def profile_step(tf, model, images, labels, repeats: int) -> tuple[dict, float]:
+    """Seconds of each part of one training step on ``(images, labels)`` and the step's scan FLOPs."""
+    from tfnhr.ops.packing import _plan_indices, _ragged_lengths, pack_ragged_graph, unpack
+
+    parts, flops, features = {}, 0.0, images
+    parts["planner"] = 0.0
+    parts["pack/unpack"] = 0.0
+    for level, mdlstm in enumerate(model.mdlstms, start=1):
+        heights, row_widths = (t.numpy() for t in _ragged_lengths(features))
+        parts["planner"] += median_seconds(lambda h=heights, w=row_widths: _plan_indices(h, w, None, None), repeats)
+
+        @tf.function
+        def pack_roundtrip(x):
+            with tf.GradientTape() as tape:
+                x, pixels = _watched(tape, x)
+                canvas, _, indices = pack_ragged_graph(x)
+                total = tf.reduce_sum(unpack(canvas, indices).flat_values)
+            return tape.gradient(total, pixels)
+
+        parts["pack/unpack"] += median_seconds(lambda x=features: pack_roundtrip(x).numpy(), repeats)
+        canvas, valid, _ = pack_ragged_graph(features)
+        scan = mdlstm._dense_fns[False]
+        params = mdlstm._params()
+        mask = tf.cast(valid, canvas.dtype)
+
+        @tf.function
+        def scan_backward(x, mask=mask, scan=scan, mdlstm=mdlstm):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                total = tf.reduce_sum(scan(x, mask, mdlstm._params()) * 0.01)
+            return tape.gradient(total, [x, *mdlstm.trainable_variables])
+
+        forward = median_seconds(lambda x=canvas, s=scan, p=params: s(x, mask, p).numpy(), repeats)
+        both = median_seconds(lambda x=canvas: [g.numpy() for g in scan_backward(x)], repeats)
+        parts[f"scan {level} forward"] = forward
+        parts[f"scan {level} backward"] = max(both - forward, 0.0)
+        flops += scan_flops(mdlstm.units, features.shape[-1], canvas_cells(features))
+        features = mdlstm(features)
+        if level <= len(model.convs):
+            conv = model.convs[level - 1]
+            parts[f"block conv {level}"] = median_seconds(lambda c=conv, x=features: _layer_fb(tf, c, x), repeats)
+            features = conv(features)
+    parts["scores"] = median_seconds(lambda x=features: _layer_fb(tf, model.scores, x), repeats)
+    scores = tf.reduce_sum(model.scores(features), axis=1)
+
+    @tf.function
+    def ctc(s):
+        with tf.GradientTape() as tape:
+            s, values = _watched(tape, s)
+            loss = model.ctc_loss(labels, s)
+        return tf.convert_to_tensor(tape.gradient(loss, values))
+
+    parts["CTC"] = median_seconds(lambda: ctc(scores).numpy(), repeats)
+    variables = model.trainable_variables
+    gradients = [tf.zeros_like(v) for v in variables]
+    apply = tf.function(lambda: model.optimizer.apply(gradients, variables))
+    parts["optimizer"] = median_seconds(apply, repeats)
+    return parts, flops
+
+
+def _watched(tape, ragged):
+    """``ragged`` rebuilt on a watched copy of its values, and that copy."""
+    values = ragged.flat_values + 0.0
+    tape.watch(values)
+    return ragged.with_flat_values(values), values
+
+
+def _layer_fb(tf, layer, x) -> None:
+    """Forward + backward of ``layer`` on ragged ``x`` (eager-compiled once per layer and shape)."""
+    key = (id(layer), tuple(x.bounding_shape().numpy()))
+    if key not in _LAYER_FB:
+        @tf.function
+        def fb(inputs):
+            with tf.GradientTape() as tape:
+                inputs, pixels = _watched(tape, inputs)
+                total = tf.reduce_sum(layer(inputs).flat_values)
+            return tape.gradient(total, [pixels, *layer.trainable_variables])
+        _LAYER_FB[key] = fb
+    [g.numpy() for g in _LAYER_FB[key](x)]
+
+
+_LAYER_FB: dict = {}
+
+
+def measure_steps(args: argparse.Namespace) -> dict:
+    tf = _harness.set_threads(args.threads)
+    import keras
+
+    from tfnhr.charset import Charset
+    from tfnhr.data.augment import make_augmenter
+    from tfnhr.data.batches import steps_per_epoch
+    from tfnhr.data.dataset import IMAGES_SPEC, LABELS_SPEC, make_dataset
+    from tfnhr.models import build_recognizer
+
+    peak = {1: matmul_peak(tf)}
+    data = synthetic_lines(args.lines, args.seed)
+    charset = Charset.from_texts(data.texts)
+    pixels = data.pixels()
+    print(f"{len(data)} synthetic lines at {HEIGHT} px: median width {np.median([i.shape[1] for i in data.images]):.0f} px, "
+          f"{pixels.mean():,.0f} pixels per line; {args.threads} thread(s); matmul peak {peak[1]:.1f} GFLOP/s")
+    report = {"threads": args.threads, "lines": len(data), "height": HEIGHT, "matmul_peak_gflops": peak[1], "presets": {}}
+    for preset in args.presets.split(","):
+        steps, models, iterators = {}, {}, {}
+        for budget in args.batch_pixels:
+            keras.utils.set_random_seed(args.seed)
+            model = build_recognizer(charset, preset=preset, block=BLOCKS, input_height=HEIGHT)
+            model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=10.0))
+            step = tf.function(model.train_step, input_signature=[(IMAGES_SPEC, LABELS_SPEC)])
+            dataset = make_dataset(data, charset, budget, seed=args.seed, augment=make_augmenter("default", args.seed))
+            iterator = iter(dataset.repeat())
+            models[budget], iterators[budget] = model, iterator
+            steps[budget] = lambda step=step, iterator=iterator: step(next(iterator))["loss"].numpy()
+        _harness.log(f"{preset}: timing {args.rounds} interleaved rounds of {len(steps)} budgets")
+        times = _harness.interleaved(steps, rounds=args.rounds, warmup=args.warmup)
+        results = {}
+        for budget, model in models.items():
+            images, labels = next(iterators[budget])
+            lines = images.shape[0]
+            step_wall = statistics.median(times[budget].wall)
+            epoch_steps = steps_per_epoch(pixels, budget)  # lines and pixels per step: the epoch's mean
+            lines_per_step = len(data) / epoch_steps
+            pixels_per_step = pixels.sum() / epoch_steps
+            parts, flops = profile_step(tf, model, images, labels, args.profile_repeats)
+            parts["rest"] = step_wall - sum(parts.values())
+            results[budget] = {
+                "lines_per_step": lines_per_step, "step_seconds_median": step_wall,
+                "step_seconds_range": [min(times[budget].wall), max(times[budget].wall)],
+                "lines_per_second": lines_per_step / step_wall, "pixels_per_second": pixels_per_step / step_wall,
+                "profile_batch_lines": lines, "profile_seconds": parts,
+                "scan_gflops_per_step": flops / 1e9,
+            }
+        report["presets"][preset] = results
+        print_steps(preset, results, peak[1], args.threads)
+    return report
+
+
+def print_steps(preset: str, results: dict, peak: float, threads: int) -> None:
+    budgets = list(results)
+    print(f"\n{preset} preset, {threads} thread(s): whole training steps (median of rounds, range)")
+    print(f"{'batch pixels':>12s} {'lines/step':>10s} {'step s':>16s} {'lines/s':>8s} {'pixels/s':>10s}")
+    for budget, r in results.items():
+        low, high = r["step_seconds_range"]
+        print(f"{budget:12,d} {r['lines_per_step']:10.1f} {r['step_seconds_median']:6.3f} ({low:.2f}-{high:.2f}) "
+              f"{r['lines_per_second']:8.1f} {r['pixels_per_second']:10,.0f}")
+    base = results[budgets[0]]["lines_per_second"]
+    for budget in budgets[1:]:
+        print(f"lines/s at {budget:,} / at {budgets[0]:,} pixels: {results[budget]['lines_per_second']:.1f} / {base:.1f} "
+              f"= {results[budget]['lines_per_second'] / base:.2f}x")
+    print("\nprofile of one step (seconds, share of the measured step)")
+    names = list(results[budgets[0]]["profile_seconds"])
+    print(f"{'part':22s}" + "".join(f"{b:>18,d}" for b in budgets))
+    for name in names:
+        row = ""
+        for budget in budgets:
+            seconds = results[budget]["profile_seconds"][name]
+            row += f"{seconds:10.3f} {seconds / results[budget]['step_seconds_median']:6.1%}"
+        print(f"{name:22s}{row}")
+    for budget in budgets:
+        r = results[budget]
+        achieved = r["scan_gflops_per_step"] / r["step_seconds_median"]
+        print(f"batch {budget:,}: profiled batch of {r['profile_batch_lines']} lines; scan matmul work {r['scan_gflops_per_step']:.2f} GFLOP "
+              f"per step = {achieved:.1f} GFLOP/s over the whole step, {achieved / peak:.1%} of the matmul peak")
+
+
+def main(argv=None) -> int:
+    parser = _harness.parser(__doc__, rounds=10)
+    parser.add_argument("--presets", default="small,large", help="comma-separated recognizer presets")
+    parser.add_argument("--batch-pixels", type=lambda s: [int(v) for v in s.split(",")],
+                        default=[OLD_BATCH_PIXELS, 300_000], help="comma-separated batch budgets (pixels); "
+                        "the first is the base of the ratios")
+    parser.add_argument("--lines", type=int, default=330, help="synthetic training lines in the pool")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    parser.add_argument("--profile-repeats", type=int, default=5, help="repeats of each profiled part")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    return _harness.main(measure_steps, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
