@@ -1,13 +1,15 @@
 """Recognizer training throughput: whole training steps of the small and large presets on synthetic lines at the main job's height, batch budgets compared in one run, with a profile of each step's parts and the machine's matmul peak.
 
-Each compared batch budget (``--batch-pixels``, default the main job's old 150,000 pixels and its
-new default) gets its own recognizer (same seed) and its own training dataset
+Each compared batching (``--configs BUDGET:WINDOW,...``: the batch's pixel budget and the
+width-sorting window of :func:`tfnhr.data.batches.similar_width_batches`; default the main job's
+150,000 pixels with random batches (window 1, as before the window existed) against windows of
+8 batches, today's default) gets its own recognizer (same seed) and its own training dataset
 (:func:`tfnhr.data.dataset.make_dataset` with ``default`` augmentation, as ``tfnhr train``);
-the budgets' steps run interleaved, one step each per round, so that load from other processes
-hits them alike. A step is timed whole: fetching the next batch from the tf.data pipeline
+the configurations' steps run interleaved, one step each per round, so that load from other
+processes hits them alike. A step is timed whole: fetching the next batch from the tf.data pipeline
 (augmentation, ragged batch) and one ``train_step`` (three packings, three MDLSTM levels, two
-block convolutions, CTC, Adam). Figures: lines/s and pixels/s from the median step time, with
-the range over rounds.
+block convolutions, CTC, Adam). Figures: lines/s = the lines of the timed steps / their seconds (pixels/s
+likewise, at the pool's mean pixels per line), the median step time and its range.
 
 The profile times each part of a step alone on the budget's first batch (median of repeats):
 the packing planner (NumPy, three calls), pack + unpack forward and backward, each MDLSTM
@@ -45,8 +47,17 @@ HEIGHT = 32
 """The main job's line height (px)."""
 BLOCKS = ((2, 2), (2, 2))
 """The main job's block convolutions."""
-OLD_BATCH_PIXELS = 150_000
-"""The main job's batch budget before this benchmark (about 11 lines)."""
+MAIN_JOB_BATCH_PIXELS = 150_000
+"""The main job's batch budget (about 11 lines)."""
+
+
+def parse_configs(text: str) -> list[tuple[int, int]]:
+    """``"150000:1,300000:8"`` -> ``[(150000, 1), (300000, 8)]``."""
+    configs = []
+    for part in text.split(","):
+        budget, _, window = part.partition(":")
+        configs.append((int(budget), int(window or 1)))
+    return configs
 
 
 def synthetic_lines(count: int, seed: int):
@@ -153,6 +164,12 @@ def profile_step(tf, model, images, labels, repeats: int) -> tuple[dict, float]:
     return parts, flops
 
 
+def train_on(step, batch) -> int:
+    """One training step on ``batch``; returns its line count."""
+    step(batch)["loss"].numpy()
+    return int(batch[0].shape[0])
+
+
 def _watched(tape, ragged):
     """``ragged`` rebuilt on a watched copy of its values, and that copy."""
     values = ragged.flat_values + 0.0
@@ -195,33 +212,37 @@ def measure_steps(args: argparse.Namespace) -> dict:
           f"{pixels.mean():,.0f} pixels per line; {args.threads} thread(s); matmul peak {peak[1]:.1f} GFLOP/s")
     report = {"threads": args.threads, "lines": len(data), "height": HEIGHT, "matmul_peak_gflops": peak[1], "presets": {}}
     for preset in args.presets.split(","):
-        steps, models, iterators = {}, {}, {}
-        for budget in args.batch_pixels:
+        steps, models, iterators, lines = {}, {}, {}, {}
+        for config in args.configs:
+            budget, window = config
             keras.utils.set_random_seed(args.seed)
             model = build_recognizer(charset, preset=preset, block=BLOCKS, input_height=HEIGHT)
             model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=10.0))
             step = tf.function(model.train_step, input_signature=[(IMAGES_SPEC, LABELS_SPEC)])
-            dataset = make_dataset(data, charset, budget, seed=args.seed, augment=make_augmenter("default", args.seed))
+            dataset = make_dataset(data, charset, budget, seed=args.seed, augment=make_augmenter("default", args.seed),
+                                   sort_window=window)
             iterator = iter(dataset.repeat())
-            models[budget], iterators[budget] = model, iterator
-            steps[budget] = lambda step=step, iterator=iterator: step(next(iterator))["loss"].numpy()
-        _harness.log(f"{preset}: timing {args.rounds} interleaved rounds of {len(steps)} budgets")
+            models[config], iterators[config], lines[config] = model, iterator, []
+            steps[config] = lambda step=step, iterator=iterator, done=lines[config]: done.append(
+                train_on(step, next(iterator)))
+        _harness.log(f"{preset}: timing {args.rounds} interleaved rounds of {len(steps)} configurations")
         times = _harness.interleaved(steps, rounds=args.rounds, warmup=args.warmup)
         results = {}
-        for budget, model in models.items():
-            images, labels = next(iterators[budget])
-            lines = images.shape[0]
-            step_wall = statistics.median(times[budget].wall)
-            epoch_steps = steps_per_epoch(pixels, budget)  # lines and pixels per step: the epoch's mean
-            lines_per_step = len(data) / epoch_steps
-            pixels_per_step = pixels.sum() / epoch_steps
+        for config, model in models.items():
+            budget, _ = config
+            images, labels = next(iterators[config])
+            step_wall = statistics.median(times[config].wall)
+            trained = lines[config][args.warmup:]  # lines of each timed step
+            lines_per_step = len(data) / steps_per_epoch(pixels, budget)  # the epoch's mean
             parts, flops = profile_step(tf, model, images, labels, args.profile_repeats)
             parts["rest"] = step_wall - sum(parts.values())
-            results[budget] = {
+            results[label(config)] = {
+                "batch_pixels": budget, "sort_window": config[1],
                 "lines_per_step": lines_per_step, "step_seconds_median": step_wall,
-                "step_seconds_range": [min(times[budget].wall), max(times[budget].wall)],
-                "lines_per_second": lines_per_step / step_wall, "pixels_per_second": pixels_per_step / step_wall,
-                "profile_batch_lines": lines, "profile_seconds": parts,
+                "step_seconds_range": [min(times[config].wall), max(times[config].wall)],
+                "lines_per_second": sum(trained) / sum(times[config].wall),
+                "pixels_per_second": sum(trained) * pixels.mean() / sum(times[config].wall),
+                "profile_batch_lines": int(images.shape[0]), "profile_seconds": parts,
                 "scan_gflops_per_step": flops / 1e9,
             }
         report["presets"][preset] = results
@@ -229,46 +250,116 @@ def measure_steps(args: argparse.Namespace) -> dict:
     return report
 
 
+def label(config: tuple[int, int]) -> str:
+    """``"150000px/w8"``: a configuration's name in the report."""
+    return f"{config[0]}px/w{config[1]}"
+
+
 def print_steps(preset: str, results: dict, peak: float, threads: int) -> None:
-    budgets = list(results)
+    configs = list(results)
     print(f"\n{preset} preset, {threads} thread(s): whole training steps (median of rounds, range)")
-    print(f"{'batch pixels':>12s} {'lines/step':>10s} {'step s':>16s} {'lines/s':>8s} {'pixels/s':>10s}")
-    for budget, r in results.items():
+    print(f"{'batching':>14s} {'lines/step':>10s} {'step s':>16s} {'lines/s':>8s} {'pixels/s':>10s}")
+    for name, r in results.items():
         low, high = r["step_seconds_range"]
-        print(f"{budget:12,d} {r['lines_per_step']:10.1f} {r['step_seconds_median']:6.3f} ({low:.2f}-{high:.2f}) "
+        print(f"{name:>14s} {r['lines_per_step']:10.1f} {r['step_seconds_median']:6.3f} ({low:.2f}-{high:.2f}) "
               f"{r['lines_per_second']:8.1f} {r['pixels_per_second']:10,.0f}")
-    base = results[budgets[0]]["lines_per_second"]
-    for budget in budgets[1:]:
-        print(f"lines/s at {budget:,} / at {budgets[0]:,} pixels: {results[budget]['lines_per_second']:.1f} / {base:.1f} "
-              f"= {results[budget]['lines_per_second'] / base:.2f}x")
-    print("\nprofile of one step (seconds, share of the measured step)")
-    names = list(results[budgets[0]]["profile_seconds"])
-    print(f"{'part':22s}" + "".join(f"{b:>18,d}" for b in budgets))
-    for name in names:
+    base = results[configs[0]]["lines_per_second"]
+    for name in configs[1:]:
+        print(f"lines/s with {name} / with {configs[0]}: {results[name]['lines_per_second']:.1f} / {base:.1f} "
+              f"= {results[name]['lines_per_second'] / base:.2f}x")
+    print("\nprofile of one step (seconds, share of the measured median step)")
+    print(f"{'part':22s}" + "".join(f"{name:>17s} " for name in configs))
+    for part in results[configs[0]]["profile_seconds"]:
         row = ""
-        for budget in budgets:
-            seconds = results[budget]["profile_seconds"][name]
-            row += f"{seconds:10.3f} {seconds / results[budget]['step_seconds_median']:6.1%}"
-        print(f"{name:22s}{row}")
-    for budget in budgets:
-        r = results[budget]
+        for name in configs:
+            seconds = results[name]["profile_seconds"][part]
+            row += f"{seconds:10.3f} {seconds / results[name]['step_seconds_median']:6.1%} "
+        print(f"{part:22s}{row}")
+    for name, r in results.items():
         achieved = r["scan_gflops_per_step"] / r["step_seconds_median"]
-        print(f"batch {budget:,}: profiled batch of {r['profile_batch_lines']} lines; scan matmul work {r['scan_gflops_per_step']:.2f} GFLOP "
-              f"per step = {achieved:.1f} GFLOP/s over the whole step, {achieved / peak:.1%} of the matmul peak")
+        print(f"{name}: profiled batch of {r['profile_batch_lines']} lines; scan matmul work "
+              f"{r['scan_gflops_per_step']:.2f} GFLOP per step = {achieved:.1f} GFLOP/s over the whole step, "
+              f"{achieved / peak:.1%} of the matmul peak")
+
+
+WORKER_RUNS = ((1, 1), (1, 2), (2, 1))
+"""``(workers, threads per worker)`` of ``--workers 2``: one single-threaded worker, one worker
+with two threads, two single-threaded workers (each pinned to its own core)."""
+
+
+def measure_workers(args: argparse.Namespace) -> dict:
+    """Whole epochs of ``horovod_jobs.train --task nhr`` per configuration and worker layout."""
+    import horovod_scaling
+
+    from tfnhr.data import synthetic
+
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    runs = [run for run in WORKER_RUNS if run[0] * run[1] <= args.workers] + (
+        [(args.workers, 1)] if args.workers > 2 else [])
+    report = {"train_lines": args.train_lines, "epochs": args.epochs, "runs": {}}
+    with tempfile.TemporaryDirectory(prefix="training_throughput_") as temporary:
+        root = Path(temporary)
+        data = root / "lines"
+        synthetic.write_iam_layout(data, {"train": args.train_lines, "val": 20, "test": 2}, kind="lines",
+                                   seed=args.seed, progress=False)
+        for preset in args.presets.split(","):
+            for config in args.configs:
+                budget, window = config
+                job = ["--task", "nhr", "--data", str(data), "--preset", preset, "--block", "2x2", "--height",
+                       str(HEIGHT), "--batch-pixels", str(budget), "--sort-window", str(window),
+                       "--epochs", str(args.epochs), "--seed", str(args.seed), "--quiet"]
+                for workers, threads in runs:
+                    name = f"{preset} {label(config)} {workers}x{threads}"
+                    folder = root / name.replace(" ", "_").replace("/", "_")
+                    folder.mkdir()
+                    run_env = {**env, "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": str(threads)}
+                    started = time.monotonic()
+                    seconds = horovod_scaling.launch(workers, [*job, "--out", str(folder / "out")], run_env, folder,
+                                                     pin_cores=threads == 1)
+                    steady = statistics.median(seconds[1:])
+                    report["runs"][name] = {"preset": preset, "batch_pixels": budget, "sort_window": window,
+                                            "workers": workers, "threads": threads, "epoch_train_seconds": seconds,
+                                            "lines_per_second": args.train_lines / steady,
+                                            "job_seconds": time.monotonic() - started}
+                    print(f"{name:28s} {args.train_lines / steady:7.1f} lines/s  (epochs "
+                          f"{', '.join(f'{s:.1f}' for s in seconds)} s)", flush=True)
+    print_workers(report["runs"])
+    return report
+
+
+def print_workers(runs: dict) -> None:
+    print(f"\n{'run':28s} {'lines/s':>8s} {'vs 1x1':>7s}")
+    base = {}
+    for name, run in runs.items():
+        key = (run["preset"], run["batch_pixels"], run["sort_window"])
+        if (run["workers"], run["threads"]) == (1, 1):
+            base[key] = run["lines_per_second"]
+        ratio = run["lines_per_second"] / base[key] if key in base else float("nan")
+        print(f"{name:28s} {run['lines_per_second']:8.1f} {ratio:6.2f}x")
+
+
+def measure(args: argparse.Namespace) -> dict:
+    return measure_workers(args) if args.workers else measure_steps(args)
 
 
 def main(argv=None) -> int:
     parser = _harness.parser(__doc__, rounds=10)
     parser.add_argument("--presets", default="small,large", help="comma-separated recognizer presets")
-    parser.add_argument("--batch-pixels", type=lambda s: [int(v) for v in s.split(",")],
-                        default=[OLD_BATCH_PIXELS, 300_000], help="comma-separated batch budgets (pixels); "
-                        "the first is the base of the ratios")
+    parser.add_argument("--configs", type=parse_configs, default=[(MAIN_JOB_BATCH_PIXELS, 1), (MAIN_JOB_BATCH_PIXELS, 8)],
+                        help="comma-separated BUDGET:WINDOW batchings (pixels per batch, width-sorting window "
+                             "in batches; 1 = random batches); the first is the base of the ratios "
+                             "(default 150000:1,150000:8)")
     parser.add_argument("--lines", type=int, default=330, help="synthetic training lines in the pool")
     parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
     parser.add_argument("--profile-repeats", type=int, default=5, help="repeats of each profiled part")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=0,
+                        help="time whole Horovod epochs instead: 1 worker x 1 thread, 1 x 2 threads, 2 x 1 thread "
+                             "(and W x 1 for W > 2); 0 (default): steps in this process")
+    parser.add_argument("--train-lines", type=int, default=600, help="--workers: training lines per epoch")
+    parser.add_argument("--epochs", type=int, default=4, help="--workers: epochs per run (the first is not counted)")
     args = parser.parse_args(argv)
-    return _harness.main(measure_steps, args)
+    return _harness.main(measure, args)
 
 
 if __name__ == "__main__":

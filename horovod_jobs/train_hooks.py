@@ -10,7 +10,7 @@ the ones here make them data parallel over Horovod's ranks (:mod:`horovod_jobs.d
   :class:`LearningRateWarmUp` and a ``ProgressWatchdog``; only rank 0 writes files.
 * recognizer (``--task nhr``): each epoch each rank trains on its shard of
   ``shard_by_pixels(pixels, size, seed, epoch)`` (nearly equal pixel totals, every example once),
-  split by ``split_into_batches`` into ``steps_per_epoch`` batches (:mod:`tfnhr.data.batches`), the same count on every
+  split by ``similar_width_batches`` into ``steps_per_epoch`` batches (:mod:`tfnhr.data.batches`), the same count on every
   rank; the validation set is sharded too and the ranks' edit distances and reference lengths
   are summed (:class:`ShardedErrorRates`), so every rank gets exactly the CER/WER one process
   scoring the whole set would; the time limit is agreed (:class:`AgreedTimeLimit`).
@@ -37,7 +37,7 @@ from horovod_jobs.distributed import (AverageMetrics, AverageModelAtEpochEnd, Br
                                       ProgressWatchdog, Workers, check_same_config, distributed_optimizer)
 from tfnhr import training as tfnhr_training
 from tfnhr.charset import Charset
-from tfnhr.data.batches import shard_by_pixels, split_into_batches, steps_per_epoch
+from tfnhr.data.batches import shard_by_pixels, similar_width_batches, steps_per_epoch
 from tfnhr.data.dataset import Augment, batched_dataset
 from tfnhr.data.samples import TextImageSet
 from tfnhr.training.callbacks import TimeLimit, ValidationErrorRates
@@ -195,9 +195,11 @@ class RecognizerHooks(WorkerHooks, tfnhr_training.TrainingHooks):
         check_same_config({"ids": data.ids, "texts": data.texts, "pixels": pixels.tolist()}, what="training data")
         steps = steps_per_epoch(pixels, options.batch_pixels, self.workers.size)
         rank, size = self.workers.rank, self.workers.size
+        widths = [image.shape[1] for image in data.images]
 
         def epoch_batches(epoch: int) -> list[list[int]]:
-            return split_into_batches(pixels, shard_by_pixels(pixels, size, options.seed, epoch)[rank], steps)
+            shard = shard_by_pixels(pixels, size, options.seed, epoch)[rank]
+            return similar_width_batches(pixels, widths, shard, steps, options.sort_window, [options.seed, epoch, rank])
 
         epoch_batches(first_epoch)  # a shard too small for the steps fails here, not inside fit
         return batched_dataset(data, charset, epoch_batches, first_epoch, steps, augment=augment)

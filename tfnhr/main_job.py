@@ -110,7 +110,7 @@ def train_with_workers(options: TrainOptions, workers: int) -> dict:
              "--block", *(f"{h}x{w}" for h, w in options.block), "--height", str(options.height),
              "--batch-pixels", str(options.batch_pixels), "--epochs", str(options.epochs),
              "--time-limit", str(options.time_limit), "--seed", str(options.seed), "--augment", options.augment,
-             "--validate-every", str(options.validate_every)]
+             "--validate-every", str(options.validate_every), "--sort-window", str(options.sort_window)]
     command = [_horovodrun(), "-np", str(workers), "-H", f"localhost:{workers}", "--gloo",
                sys.executable, "-m", "horovod_jobs.train", "--task", "nhr", *flags]
     environment = {**os.environ, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "OMP_NUM_THREADS": "1"}

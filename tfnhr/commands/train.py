@@ -24,7 +24,8 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
                "dropout": "dropout", "cell": "cell", "height": "height", "batch_pixels": "batch_pixels",
                "epochs": "epochs", "lr": "learning_rate", "optimizer": "optimizer", "clipnorm": "clipnorm",
                "halve_on": "halve_on", "halve_start": "halve_start", "halve_patience": "halve_patience",
-               "seed": "seed", "augment": "augment", "validate_every": "validate_every", "anneal": "anneal"}
+               "seed": "seed", "augment": "augment", "validate_every": "validate_every", "anneal": "anneal",
+               "sort_window": "sort_window"}
 """Options whose flags are only set when given (so a config file can supply them) -> the
 :class:`~tfnhr.training.TrainOptions` field."""
 
@@ -32,7 +33,7 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
 # from tfnhr.training.TrainOptions, which a test keeps equal to these).
 HELP_DEFAULTS = {"out": Path("runs/recognizer"), "dropout": 0.25, "cell": "leaky_lp", "batch_pixels": 200_000,
                  "epochs": 80, "learning_rate": 0.005, "optimizer": "adam", "clipnorm": 10.0, "seed": 0,
-                 "halve_start": 0.5, "halve_patience": 2, "augment": "default", "anneal": 0.5}
+                 "halve_start": 0.5, "halve_patience": 2, "augment": "default", "anneal": 0.5, "sort_window": 8}
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,6 +81,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--anneal", type=_anneal_start, default=unset, metavar="FRACTION",
                         help="with --time-limit: lower the learning rate linearly to 1/20 from this fraction of "
                              f"the limit on; 'none': keep it (default {defaults.anneal})")
+    parser.add_argument("--sort-window", type=int, default=unset, metavar="BATCHES",
+                        help="batch lines of similar widths, sorted within windows of this many batches "
+                             f"(less padding, faster steps); 1: random batches (default {defaults.sort_window})")
     parser.add_argument("--validate-every", type=int, default=unset, metavar="UPDATES",
                         help="validate (log, checkpoint, maybe halve) every N updates instead of every epoch")
     parser.add_argument("--seed", type=int, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")

@@ -62,7 +62,8 @@ def ragged_batch(images: Sequence[np.ndarray], labels: Sequence[Sequence[int]]
 
 
 def make_dataset(data: TextImageSet, charset: Charset, batch_pixels: int, shuffle: bool = True,
-                 seed: int = 0, first_epoch: int = 0, augment: Augment | None = None) -> tf.data.Dataset:
+                 seed: int = 0, first_epoch: int = 0, augment: Augment | None = None,
+                 sort_window: int = 1) -> tf.data.Dataset:
     """``(images, labels)`` batches of at most ``batch_pixels`` pixels (see the module docstring).
 
     Each pass over the dataset is one epoch, counted from ``first_epoch`` (a resumed run passes
@@ -72,13 +73,17 @@ def make_dataset(data: TextImageSet, charset: Charset, batch_pixels: int, shuffl
     largest examples). Without (evaluation) the data's order is split greedily by
     :func:`~tfnhr.data.batches.pixel_budget_batches`, where an example larger than the budget gets a batch alone.
     ``augment``: see :func:`batched_dataset` (batches are formed on the sizes before augmentation).
+    ``sort_window``: with ``shuffle``, batches of similar widths from windows of this many
+    batches (:func:`~tfnhr.data.batches.similar_width_batches`; ``1``: random batches).
     """
     pixels = data.pixels()
+    widths = [image.shape[1] for image in data.images]
 
     def epoch_batches(epoch: int) -> list[list[int]]:
         if not shuffle:
             return pixel_budget_batches(pixels, batch_pixels, np.arange(len(data)))
-        return balanced_batches(pixels, batch_pixels, np.random.default_rng([seed, epoch]).permutation(len(data)))
+        order = np.random.default_rng([seed, epoch]).permutation(len(data))
+        return balanced_batches(pixels, batch_pixels, order, widths, sort_window, [seed, epoch, 1])
 
     return batched_dataset(data, charset, epoch_batches, first_epoch,
                            steps=steps_per_epoch(pixels, batch_pixels) if shuffle else None, augment=augment)

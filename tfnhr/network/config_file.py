@@ -7,7 +7,8 @@ Layout::
                   "output": {"class": "ctc", "from": ["mdlstm3"], "directions": 4}},
       "learning_rate": 0.005, "optimizer": "adam", "gradient_clip": 10.0,
       "batch_pixels": 200000, "schedule": "halve_on_either", "epochs": 80, "height": null, "seed": 0,
-      "augment": "default", "validate_every": null, "halve_start": 0.5, "halve_patience": 2, "anneal": 0.5
+      "augment": "default", "validate_every": null, "halve_start": 0.5, "halve_patience": 2, "anneal": 0.5,
+      "sort_window": 8
     }
 
 Only ``network`` is required. :data:`TRAINING_KEYS` lists the training parameters, with what each
@@ -19,7 +20,8 @@ halving on the validation CER/WER) or ``constant``; ``halve_start`` and ``halve_
 halving may begin and how many worse validations in a row it waits for
 (:class:`~tfnhr.training.callbacks.LearningRateHalving`). ``augment`` is a training-time
 augmentation level (:mod:`tfnhr.data.augment`); ``validate_every`` validates every N updates
-instead of every epoch; ``anneal`` lowers the learning rate over the end of a time limit.
+instead of every epoch; ``anneal`` lowers the learning rate over the end of a time limit;
+``sort_window`` batches lines of similar widths (windows of that many batches; 1: random batches).
 
 The shipped files (:func:`shipped_configs`: ``small``, ``large`` = the two recognizer sizes of
 Wenniger et al. 2019, ``blstm`` = RETURNN's Fig. 1 bidirectional LSTM over the collapsed image) can be named
@@ -70,6 +72,7 @@ TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "halve_patience": (_count, "a positive integer (validations)"),
     "anneal": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1),
                "a number in [0, 1) (fraction of the time limit) or null"),
+    "sort_window": (_count, "a positive integer (batches per width-sorting window; 1: random batches)"),
 }
 """Training parameters a config file may set: key -> (check, what it must be)."""
 

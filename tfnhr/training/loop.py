@@ -87,7 +87,7 @@ class TrainingHooks:
         """The training batches: one pass per epoch, epochs counted from ``first_epoch``, each
         image passed through ``augment`` (``None``: as it is)."""
         return make_dataset(data, charset, options.batch_pixels, shuffle=True, seed=options.seed,
-                            first_epoch=first_epoch, augment=augment)
+                            first_epoch=first_epoch, augment=augment, sort_window=options.sort_window)
 
     def validation(self, data: TextImageSet, options: TrainOptions) -> keras.callbacks.Callback:
         """The callback that adds ``val_cer``/``val_wer`` (of all of ``data``) to each epoch's logs."""

@@ -13,7 +13,8 @@ from tfnhr.network.config_file import NetworkConfig
 CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gradient_clip": "clipnorm",
                  "batch_pixels": "batch_pixels", "schedule": "halve_on", "epochs": "epochs", "height": "height",
                  "seed": "seed", "augment": "augment", "validate_every": "validate_every",
-                 "halve_start": "halve_start", "halve_patience": "halve_patience", "anneal": "anneal"}
+                 "halve_start": "halve_start", "halve_patience": "halve_patience", "anneal": "anneal",
+                 "sort_window": "sort_window"}
 """Training keys of a config file -> the :class:`TrainOptions` field they set."""
 
 MODEL_FIELDS = ("preset", "mdlstm_units", "conv_filters", "block", "dropout", "cell")
@@ -40,6 +41,9 @@ class TrainOptions:
     over the data. With it, ``epochs`` still counts passes over the data. ``anneal``: with a
     ``time_limit``, lower the learning rate linearly to 1/20 from this fraction of the limit on
     (:class:`~tfnhr.training.callbacks.TimeBudgetAnnealing`); ``None``: no annealing.
+    ``sort_window``: form each training batch from lines of similar widths, sorted within
+    windows of this many batches (:func:`~tfnhr.data.batches.similar_width_batches`); ``1``:
+    random batches.
     """
 
     data: Path
@@ -65,6 +69,7 @@ class TrainOptions:
     augment: str = "default"
     validate_every: int | None = None
     anneal: float | None = 0.5
+    sort_window: int = 8
     seed: int = 0
     max_train: int | None = None
     max_val: int | None = None
@@ -83,6 +88,8 @@ class TrainOptions:
             raise ValueError(f"halve_patience must be >= 1 validation, got {self.halve_patience}")
         if self.halve_start is not None and not 0 < self.halve_start <= 1:
             raise ValueError(f"halve_start must be in (0, 1] or None, got {self.halve_start}")
+        if isinstance(self.sort_window, bool) or int(self.sort_window) != self.sort_window or self.sort_window < 1:
+            raise ValueError(f"sort_window must be a positive number of batches, got {self.sort_window!r}")
         if self.anneal is not None and not 0 <= self.anneal < 1:
             raise ValueError(f"anneal must be in [0, 1) or None, got {self.anneal}")
 

@@ -70,25 +70,26 @@ def test_recipe_and_augmentation_options_from_flags_and_config(tmp_path):
         ("default", None, 0.5, 2)
     given = options_from_args(parser.parse_args(
         ["train", "--data", "d", "--augment", "none", "--validate-every", "50", "--halve-start", "none",
-         "--halve-patience", "1", "--anneal", "none"]))
-    assert (given.augment, given.validate_every, given.halve_start, given.halve_patience, given.anneal) == \
-        ("none", 50, None, 1, None)
+         "--halve-patience", "1", "--anneal", "none", "--sort-window", "1"]))
+    assert (given.augment, given.validate_every, given.halve_start, given.halve_patience, given.anneal,
+            given.sort_window) == ("none", 50, None, 1, None, 1)
     with pytest.raises(SystemExit):
         parser.parse_args(["train", "--data", "d", "--halve-start", "1.5"])
 
     config_file = tmp_path / "net.yaml"
     config_file.write_text("network:\n  out: {class: ctc}\naugment: strong\nvalidate_every: 30\n"
-                           "halve_start: 0.25\nhalve_patience: 3\nanneal: 0.8\n")
+                           "halve_start: 0.25\nhalve_patience: 3\nanneal: 0.8\nsort_window: 4\n")
     from_file = resolve_options(RUN, load_config(config_file), {})
     assert (from_file.augment, from_file.validate_every, from_file.halve_start, from_file.halve_patience,
-            from_file.anneal) == ("strong", 30, 0.25, 3, 0.8)
+            from_file.anneal, from_file.sort_window) == ("strong", 30, 0.25, 3, 0.8, 4)
     config_file.write_text("network:\n  out: {class: ctc}\naugment: extreme\n")
     with pytest.raises(ValueError, match="augment"):
         load_config(config_file)
 
 
 @pytest.mark.parametrize("field, value", [("augment", "extreme"), ("validate_every", 0), ("halve_patience", 0),
-                                          ("halve_start", 0.0), ("halve_start", 1.5), ("anneal", 1.0)])
+                                          ("halve_start", 0.0), ("halve_start", 1.5), ("anneal", 1.0),
+                                          ("sort_window", 0), ("sort_window", 2.5), ("sort_window", True)])
 def test_bad_recipe_options_fail_with_their_name(field, value):
     with pytest.raises(ValueError, match=field):
         TrainOptions(data=Path("."), **{field: value})
