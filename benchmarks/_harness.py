@@ -139,6 +139,16 @@ def interleaved(steps: Mapping[Hashable, Callable[[], object]], rounds: int, war
     return times
 
 
+def status_kb(field: str) -> int:
+    """A memory field of ``/proc/self/status`` in KiB: ``VmRSS`` (resident now), ``VmHWM`` (the
+    resident high-water mark since this process started; Linux only)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
 # --------------------------------------------------------------------------- child processes
 
 

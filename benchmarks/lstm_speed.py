@@ -358,19 +358,11 @@ def _packed_shape(tf, ragged) -> dict:
 # --------------------------------------------------------------------------- memory
 
 
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise KeyError(field)
-
-
 def _maxrss_kb() -> int:
     """The high-water RSS of this process's address space (``VmHWM``). Not ``ru_maxrss``: Linux
     carries the launching process's peak RSS over ``exec`` into the child's ``ru_maxrss``, so
     in a child of this (large) benchmark process it starts at the parent's size."""
-    return _status_kb("VmHWM")
+    return _harness.status_kb("VmHWM")
 
 
 def memory_child(task: dict) -> dict:

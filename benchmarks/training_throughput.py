@@ -23,9 +23,13 @@ the packed canvases) give their share of it.
     .venv/bin/python benchmarks/training_throughput.py --threads 2 --out t2.json
     .venv/bin/python benchmarks/training_throughput.py --workers 2 --out w2.json   # Horovod
 
+``--memory`` instead measures the peak RSS of one large-preset step on 8 lines scaled to 128 px
+(IAM size) and the RSS over 1,000 small-preset steps (a leak test).
+
 ``--workers W`` (W >= 1) instead times whole epochs of ``horovod_jobs.train --task nhr`` under
 ``horovodrun`` on a synthetic line set written in the IAM layout (``--train-lines``), with W
-single-threaded workers pinned to their own cores, against one worker with ``W`` threads, for
+single-threaded workers (placed by the OS, or with ``--pin`` each pinned to its own core)
+against one worker with one and with ``W`` threads, for
 each budget: median epoch training seconds after the first epoch, validation excluded.
 """
 
@@ -315,7 +319,7 @@ def measure_workers(args: argparse.Namespace) -> dict:
                     run_env = {**env, "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": str(threads)}
                     started = time.monotonic()
                     seconds = horovod_scaling.launch(workers, [*job, "--out", str(folder / "out")], run_env, folder,
-                                                     pin_cores=threads == 1)
+                                                     pin_cores=args.pin and threads == 1)
                     steady = statistics.median(seconds[1:])
                     report["runs"][name] = {"preset": preset, "batch_pixels": budget, "sort_window": window,
                                             "workers": workers, "threads": threads, "epoch_train_seconds": seconds,
@@ -336,9 +340,75 @@ def print_workers(runs: dict) -> None:
             base[key] = run["lines_per_second"]
         ratio = run["lines_per_second"] / base[key] if key in base else float("nan")
         print(f"{name:28s} {run['lines_per_second']:8.1f} {ratio:6.2f}x")
+    one_process = [run for run in runs.values() if run["workers"] == 1 and run["threads"] > 1]
+    many_workers = [run for run in runs.values() if run["workers"] > 1 and run["threads"] == 1]
+    if one_process and many_workers:
+        before, after = one_process[0], many_workers[-1]
+        print(f"\none process x {before['threads']} threads with {before['batch_pixels']}px/w{before['sort_window']} "
+              f"(tfnhr train before --threads and --sort-window) -> {after['workers']} workers x 1 thread with "
+              f"{after['batch_pixels']}px/w{after['sort_window']} (the main job now): {before['lines_per_second']:.1f} -> "
+              f"{after['lines_per_second']:.1f} lines/s = {after['lines_per_second'] / before['lines_per_second']:.2f}x")
+
+
+IAM_HEIGHT = 128
+"""Lines of ``--memory``'s peak step are scaled to this height: IAM line images at full
+resolution are about 100-150 px high."""
+
+
+def measure_memory(args: argparse.Namespace) -> dict:
+    """Peak RSS of one large-preset training step on IAM-size lines, and RSS over ``--leak-steps``
+    small-preset steps on a cycle of different batches (a leak shows as growth after warm-up)."""
+    tf = _harness.set_threads(args.threads)
+    import keras
+
+    from tfnhr.charset import Charset
+    from tfnhr.data.dataset import IMAGES_SPEC, LABELS_SPEC, ragged_batch
+    from tfnhr.data.images import scale_to_height
+    from tfnhr.models import build_recognizer
+
+    def train_step(preset: str, charset):
+        keras.utils.set_random_seed(args.seed)
+        model = build_recognizer(charset, preset=preset, block=BLOCKS)
+        model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=10.0))
+        return tf.function(model.train_step, input_signature=[(IMAGES_SPEC, LABELS_SPEC)])
+
+    data = synthetic_lines(max(args.memory_lines, 40), args.seed)
+    charset = Charset.from_texts(data.texts)
+    big = [scale_to_height(image, IAM_HEIGHT) for image in data.images[:args.memory_lines]]
+    batch = ragged_batch(big, [charset.encode(text) for text in data.texts[:args.memory_lines]])
+    step = train_step("large", charset)
+    before = _harness.status_kb("VmHWM")
+    _harness.log(f"memory: one large-preset step on {len(big)} lines of {IAM_HEIGHT} px")
+    step(batch)["loss"].numpy()
+    step(batch)["loss"].numpy()
+    peak = _harness.status_kb("VmHWM")
+    sizes = [image.shape for image in big]
+    print(f"large preset, {len(big)} lines of {IAM_HEIGHT} x {min(w for _, w in sizes)}-{max(w for _, w in sizes)} px "
+          f"({sum(h * w for h, w in sizes):,} pixels): peak RSS {peak / 1024:,.0f} MiB "
+          f"(+{(peak - before) / 1024:,.0f} MiB over the process before the step)")
+
+    step = train_step("small", charset)
+    batches = [ragged_batch(data.images[i:i + 2], [charset.encode(t) for t in data.texts[i:i + 2]])
+               for i in range(0, 40, 2)]
+    rss = []
+    for number in range(1, args.leak_steps + 1):
+        step(batches[number % len(batches)])["loss"].numpy()
+        if number % max(1, args.leak_steps // 10) == 0:
+            rss.append((number, _harness.status_kb("VmRSS") / 1024))
+            _harness.log(f"leak test: step {number}, RSS {rss[-1][1]:,.0f} MiB")
+    first, last = rss[0], rss[-1]
+    print(f"small preset, {args.leak_steps} steps on a cycle of {len(batches)} two-line batches: RSS "
+          f"{first[1]:,.0f} MiB after step {first[0]}, {last[1]:,.0f} MiB after step {last[0]} "
+          f"({last[1] - first[1]:+,.1f} MiB)")
+    return {"peak_step": {"preset": "large", "lines": len(big), "height": IAM_HEIGHT, "sizes": sizes,
+                          "peak_rss_mib": peak / 1024, "rss_before_mib": before / 1024},
+            "leak": {"preset": "small", "steps": args.leak_steps, "rss_mib": rss,
+                     "growth_mib": last[1] - first[1]}}
 
 
 def measure(args: argparse.Namespace) -> dict:
+    if args.memory:
+        return measure_memory(args)
     return measure_workers(args) if args.workers else measure_steps(args)
 
 
@@ -356,8 +426,16 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=0,
                         help="time whole Horovod epochs instead: 1 worker x 1 thread, 1 x 2 threads, 2 x 1 thread "
                              "(and W x 1 for W > 2); 0 (default): steps in this process")
+    parser.add_argument("--pin", action="store_true",
+                        help="--workers: pin each single-threaded worker to its own core (default: the OS places "
+                             "them, as the main job does)")
     parser.add_argument("--train-lines", type=int, default=600, help="--workers: training lines per epoch")
     parser.add_argument("--epochs", type=int, default=4, help="--workers: epochs per run (the first is not counted)")
+    parser.add_argument("--memory", action="store_true",
+                        help="measure memory instead: the peak RSS of a large-preset step on IAM-size lines and "
+                             "RSS over --leak-steps small-preset steps")
+    parser.add_argument("--memory-lines", type=int, default=8, help="--memory: lines of the peak step")
+    parser.add_argument("--leak-steps", type=int, default=1000, help="--memory: steps of the leak test")
     args = parser.parse_args(argv)
     return _harness.main(measure, args)
 

@@ -199,7 +199,9 @@ class RecognizerHooks(WorkerHooks, tfnhr_training.TrainingHooks):
 
         def epoch_batches(epoch: int) -> list[list[int]]:
             shard = shard_by_pixels(pixels, size, options.seed, epoch)[rank]
-            return similar_width_batches(pixels, widths, shard, steps, options.sort_window, [options.seed, epoch, rank])
+            # The batches are shuffled alike on every rank, so that step k's batches come from the same
+            # width quantile of each shard: a synchronous step lasts as long as its widest batch.
+            return similar_width_batches(pixels, widths, shard, steps, options.sort_window, [options.seed, epoch])
 
         epoch_batches(first_epoch)  # a shard too small for the steps fails here, not inside fit
         return batched_dataset(data, charset, epoch_batches, first_epoch, steps, augment=augment)

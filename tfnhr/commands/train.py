@@ -87,6 +87,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--validate-every", type=int, default=unset, metavar="UPDATES",
                         help="validate (log, checkpoint, maybe halve) every N updates instead of every epoch")
     parser.add_argument("--seed", type=int, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="TensorFlow threads of this process; 1 is fastest for the MDLSTM's small ops, "
+                             "use more cores with Horovod workers; 0: TensorFlow's default (all cores)")
     parser.add_argument("--max-train", type=int, default=None, help="use only the first N training samples")
     parser.add_argument("--max-val", type=int, default=None, help="use only the first N validation samples")
     parser.add_argument("--time-limit", type=float, default=None,
@@ -130,7 +133,7 @@ def options_from_args(args: argparse.Namespace):
         given["block"] = tuple(given["block"]) * (2 if len(given["block"]) == 1 else 1)
     run = {"data": args.data, "out": args.out, "kind": args.kind, "split": args.split, "keep_err": args.keep_err,
            "max_train": args.max_train, "max_val": args.max_val, "time_limit": args.time_limit,
-           "resume": args.resume, "verbose": 0 if args.quiet else 1}
+           "resume": args.resume, "verbose": 0 if args.quiet else 1, "threads": args.threads}
     config = load_config(args.config) if args.config is not None else None
     flags = {field: "--" + flag.replace("_", "-") for flag, field in FLAG_FIELDS.items()}
     return resolve_options(run, config, given, names=flags)

@@ -102,9 +102,21 @@ class TrainingHooks:
         return callbacks
 
 
+def _use_threads(threads: int) -> None:
+    """Size TensorFlow's thread pools to ``threads`` (0: leave TensorFlow's default) unless
+    TensorFlow already runs, whose pools are then fixed."""
+    if threads:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError:  # TensorFlow was initialised before: its pools stay
+            pass
+
+
 def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     """Train (or resume) as ``options`` say; returns the summary (also in ``summary.json``)."""
     hooks = hooks or TrainingHooks()
+    _use_threads(options.threads)
     started = time.monotonic()
     out = Path(options.out)
     if hooks.writes:

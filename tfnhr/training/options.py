@@ -43,7 +43,12 @@ class TrainOptions:
     (:class:`~tfnhr.training.callbacks.TimeBudgetAnnealing`); ``None``: no annealing.
     ``sort_window``: form each training batch from lines of similar widths, sorted within
     windows of this many batches (:func:`~tfnhr.data.batches.similar_width_batches`); ``1``:
-    random batches.
+    random batches. ``threads``: TensorFlow's intra- and inter-op threads for this process, set
+    when training starts if TensorFlow has not run an op yet (else its pools stay as they are);
+    ``0``: TensorFlow's default (all cores). One thread is the default because the MDLSTM scan
+    runs thousands of small ops per step, which a second thread slows down (docs/performance.md:
+    14.4 vs 11.2 lines/s for the small preset, 7.5 vs 5.8 for the large one, on 2 cores); use
+    further cores with Horovod workers (``python -m tfnhr.main_job`` does).
     """
 
     data: Path
@@ -70,6 +75,7 @@ class TrainOptions:
     validate_every: int | None = None
     anneal: float | None = 0.5
     sort_window: int = 8
+    threads: int = 1
     seed: int = 0
     max_train: int | None = None
     max_val: int | None = None
@@ -90,6 +96,8 @@ class TrainOptions:
             raise ValueError(f"halve_start must be in (0, 1] or None, got {self.halve_start}")
         if isinstance(self.sort_window, bool) or int(self.sort_window) != self.sort_window or self.sort_window < 1:
             raise ValueError(f"sort_window must be a positive number of batches, got {self.sort_window!r}")
+        if isinstance(self.threads, bool) or int(self.threads) != self.threads or self.threads < 0:
+            raise ValueError(f"threads must be 0 (TensorFlow's default) or a positive count, got {self.threads!r}")
         if self.anneal is not None and not 0 <= self.anneal < 1:
             raise ValueError(f"anneal must be in [0, 1) or None, got {self.anneal}")
 

@@ -89,7 +89,8 @@ def test_recipe_and_augmentation_options_from_flags_and_config(tmp_path):
 
 @pytest.mark.parametrize("field, value", [("augment", "extreme"), ("validate_every", 0), ("halve_patience", 0),
                                           ("halve_start", 0.0), ("halve_start", 1.5), ("anneal", 1.0),
-                                          ("sort_window", 0), ("sort_window", 2.5), ("sort_window", True)])
+                                          ("sort_window", 0), ("sort_window", 2.5), ("sort_window", True),
+                                          ("threads", -1), ("threads", 1.5)])
 def test_bad_recipe_options_fail_with_their_name(field, value):
     with pytest.raises(ValueError, match=field):
         TrainOptions(data=Path("."), **{field: value})
