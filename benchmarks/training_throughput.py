@@ -2,8 +2,8 @@
 
 Each compared batching (``--configs BUDGET:WINDOW,...``: the batch's pixel budget and the
 width-sorting window of :func:`tfnhr.data.batches.similar_width_batches`; default the main job's
-150,000 pixels with random batches (window 1, as before the window existed) against windows of
-8 batches, today's default) gets its own recognizer (same seed) and its own training dataset
+150,000 pixels with random batches (window 1, the default) against windows of 8 batches)
+gets its own recognizer (same seed) and its own training dataset
 (:func:`tfnhr.data.dataset.make_dataset` with ``default`` augmentation, as ``tfnhr train``);
 the configurations' steps run interleaved, one step each per round, so that load from other
 processes hits them alike. A step is timed whole: fetching the next batch from the tf.data pipeline
@@ -345,8 +345,8 @@ def print_workers(runs: dict) -> None:
     if one_process and many_workers:
         before, after = one_process[0], many_workers[-1]
         print(f"\none process x {before['threads']} threads with {before['batch_pixels']}px/w{before['sort_window']} "
-              f"(tfnhr train before --threads and --sort-window) -> {after['workers']} workers x 1 thread with "
-              f"{after['batch_pixels']}px/w{after['sort_window']} (the main job now): {before['lines_per_second']:.1f} -> "
+              f"(tfnhr train before --threads) -> {after['workers']} workers x 1 thread with "
+              f"{after['batch_pixels']}px/w{after['sort_window']}: {before['lines_per_second']:.1f} -> "
               f"{after['lines_per_second']:.1f} lines/s = {after['lines_per_second'] / before['lines_per_second']:.2f}x")
 
 

@@ -33,7 +33,7 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
 # from tfnhr.training.TrainOptions, which a test keeps equal to these).
 HELP_DEFAULTS = {"out": Path("runs/recognizer"), "dropout": 0.25, "cell": "leaky_lp", "batch_pixels": 200_000,
                  "epochs": 80, "learning_rate": 0.005, "optimizer": "adam", "clipnorm": 10.0, "seed": 0,
-                 "halve_start": 0.5, "halve_patience": 2, "augment": "default", "anneal": 0.5, "sort_window": 8}
+                 "halve_start": 0.5, "halve_patience": 2, "augment": "default", "anneal": 0.5, "sort_window": 1}
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ Layout::
       "learning_rate": 0.005, "optimizer": "adam", "gradient_clip": 10.0,
       "batch_pixels": 200000, "schedule": "halve_on_either", "epochs": 80, "height": null, "seed": 0,
       "augment": "default", "validate_every": null, "halve_start": 0.5, "halve_patience": 2, "anneal": 0.5,
-      "sort_window": 8
+      "sort_window": 1
     }
 
 Only ``network`` is required. :data:`TRAINING_KEYS` lists the training parameters, with what each

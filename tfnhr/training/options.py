@@ -47,7 +47,8 @@ class TrainOptions:
     when training starts if TensorFlow has not run an op yet (else its pools stay as they are);
     ``0``: TensorFlow's default (all cores). One thread is the default because the MDLSTM scan
     runs thousands of small ops per step, which a second thread slows down (docs/performance.md:
-    14.4 vs 11.2 lines/s for the small preset, 7.5 vs 5.8 for the large one, on 2 cores); use
+    14.4 lines/s on one thread vs 11.2 on two for the small preset, 7.5 vs 5.8 for the large one,
+    on 2 cores); use
     further cores with Horovod workers (``python -m tfnhr.main_job`` does).
     """
 
@@ -74,7 +75,7 @@ class TrainOptions:
     augment: str = "default"
     validate_every: int | None = None
     anneal: float | None = 0.5
-    sort_window: int = 8
+    sort_window: int = 1
     threads: int = 1
     seed: int = 0
     max_train: int | None = None
