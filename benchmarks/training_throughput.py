@@ -356,8 +356,9 @@ resolution are about 100-150 px high."""
 
 
 def measure_memory(args: argparse.Namespace) -> dict:
-    """Peak RSS of one large-preset training step on IAM-size lines, and RSS over ``--leak-steps``
-    small-preset steps on a cycle of different batches (a leak shows as growth after warm-up)."""
+    """RSS over ``--leak-steps`` small-preset steps on a cycle of different batches (a leak shows as
+    growth after warm-up), then the peak RSS of one large-preset training step on IAM-size lines
+    (second: the allocator keeps what that step took, which would hide a leak)."""
     tf = _harness.set_threads(args.threads)
     import keras
 
@@ -374,19 +375,6 @@ def measure_memory(args: argparse.Namespace) -> dict:
 
     data = synthetic_lines(max(args.memory_lines, 40), args.seed)
     charset = Charset.from_texts(data.texts)
-    big = [scale_to_height(image, IAM_HEIGHT) for image in data.images[:args.memory_lines]]
-    batch = ragged_batch(big, [charset.encode(text) for text in data.texts[:args.memory_lines]])
-    step = train_step("large", charset)
-    before = _harness.status_kb("VmHWM")
-    _harness.log(f"memory: one large-preset step on {len(big)} lines of {IAM_HEIGHT} px")
-    step(batch)["loss"].numpy()
-    step(batch)["loss"].numpy()
-    peak = _harness.status_kb("VmHWM")
-    sizes = [image.shape for image in big]
-    print(f"large preset, {len(big)} lines of {IAM_HEIGHT} x {min(w for _, w in sizes)}-{max(w for _, w in sizes)} px "
-          f"({sum(h * w for h, w in sizes):,} pixels): peak RSS {peak / 1024:,.0f} MiB "
-          f"(+{(peak - before) / 1024:,.0f} MiB over the process before the step)")
-
     step = train_step("small", charset)
     batches = [ragged_batch(data.images[i:i + 2], [charset.encode(t) for t in data.texts[i:i + 2]])
                for i in range(0, 40, 2)]
@@ -400,6 +388,20 @@ def measure_memory(args: argparse.Namespace) -> dict:
     print(f"small preset, {args.leak_steps} steps on a cycle of {len(batches)} two-line batches: RSS "
           f"{first[1]:,.0f} MiB after step {first[0]}, {last[1]:,.0f} MiB after step {last[0]} "
           f"({last[1] - first[1]:+,.1f} MiB)")
+
+    big = [scale_to_height(image, IAM_HEIGHT) for image in data.images[:args.memory_lines]]
+    batch = ragged_batch(big, [charset.encode(text) for text in data.texts[:args.memory_lines]])
+    step = train_step("large", charset)
+    before = _harness.status_kb("VmHWM")
+    _harness.log(f"memory: one large-preset step on {len(big)} lines of {IAM_HEIGHT} px")
+    step(batch)["loss"].numpy()
+    step(batch)["loss"].numpy()
+    peak = _harness.status_kb("VmHWM")
+    sizes = [image.shape for image in big]
+    print(f"large preset, {len(big)} lines of {IAM_HEIGHT} x {min(w for _, w in sizes)}-{max(w for _, w in sizes)} px "
+          f"({sum(h * w for h, w in sizes):,} pixels): peak RSS {peak / 1024:,.0f} MiB "
+          f"(+{(peak - before) / 1024:,.0f} MiB over the process before the step)")
+
     return {"peak_step": {"preset": "large", "lines": len(big), "height": IAM_HEIGHT, "sizes": sizes,
                           "peak_rss_mib": peak / 1024, "rss_before_mib": before / 1024},
             "leak": {"preset": "small", "steps": args.leak_steps, "rss_mib": rss,
