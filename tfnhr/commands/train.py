@@ -82,8 +82,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --time-limit: lower the learning rate linearly to 1/20 from this fraction of "
                              f"the limit on; 'none': keep it (default {defaults.anneal})")
     parser.add_argument("--sort-window", type=int, default=unset, metavar="BATCHES",
-                        help="batch lines of similar widths, sorted within windows of this many batches "
-                             f"(less padding, faster steps); 1: random batches (default {defaults.sort_window})")
+                        help="batch lines of similar widths, sorted within windows of this many batches: less "
+                             "padding and faster steps, but one main-job run with 8 learned worse (docs/performance.md); "
+                             f"1: random batches (default {defaults.sort_window})")
     parser.add_argument("--validate-every", type=int, default=unset, metavar="UPDATES",
                         help="validate (log, checkpoint, maybe halve) every N updates instead of every epoch")
     parser.add_argument("--seed", type=int, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")

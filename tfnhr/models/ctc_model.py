@@ -105,7 +105,7 @@ class CtcModel(keras.Model):
             labels=tf.cast(labels, tf.int32).to_sparse(), logits=scores, label_length=None,
             logit_length=tf.cast(column_scores.row_lengths(), tf.int32), logits_time_major=False,
             blank_index=BLANK_INDEX)
-        return tf.reduce_mean(tf.cast(loss, column_scores.dtype))
+        return tf.reduce_mean(loss)  # float32 (float64 for float64 scores), as keras.ops.ctc_loss
 
     def train_step(self, data):
         images, labels = data
