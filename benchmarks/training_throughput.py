@@ -75,6 +75,20 @@ def synthetic_lines(count: int, seed: int):
                         [text for _, text in examples], [f"line{i}" for i in range(count)])
 
 
+def compiled_step(tf, preset: str, charset, seed: int):
+    """A recognizer of ``preset`` (seeded, 2x2 blocks, Adam 0.005 with clipping 10 as ``tfnhr
+    train``) and its ``train_step`` as one ``tf.function`` over ``(images, labels)`` batches."""
+    import keras
+
+    from tfnhr.data.dataset import IMAGES_SPEC, LABELS_SPEC
+    from tfnhr.models import build_recognizer
+
+    keras.utils.set_random_seed(seed)
+    model = build_recognizer(charset, preset=preset, block=BLOCKS, input_height=HEIGHT)
+    model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=10.0))
+    return model, tf.function(model.train_step, input_signature=[(IMAGES_SPEC, LABELS_SPEC)])
+
+
 def matmul_peak(tf, size: int = 1024, repeats: int = 10) -> float:
     """float32 GFLOP/s of a ``size`` x ``size`` matmul on the current thread pools (best of repeats)."""
     a = tf.random.normal([size, size])
@@ -200,13 +214,11 @@ _LAYER_FB: dict = {}
 
 def measure_steps(args: argparse.Namespace) -> dict:
     tf = _harness.set_threads(args.threads)
-    import keras
 
     from tfnhr.charset import Charset
     from tfnhr.data.augment import make_augmenter
     from tfnhr.data.batches import steps_per_epoch
-    from tfnhr.data.dataset import IMAGES_SPEC, LABELS_SPEC, make_dataset
-    from tfnhr.models import build_recognizer
+    from tfnhr.data.dataset import make_dataset
 
     peak = {1: matmul_peak(tf)}
     data = synthetic_lines(args.lines, args.seed)
@@ -219,10 +231,7 @@ def measure_steps(args: argparse.Namespace) -> dict:
         steps, models, iterators, lines = {}, {}, {}, {}
         for config in args.configs:
             budget, window = config
-            keras.utils.set_random_seed(args.seed)
-            model = build_recognizer(charset, preset=preset, block=BLOCKS, input_height=HEIGHT)
-            model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=10.0))
-            step = tf.function(model.train_step, input_signature=[(IMAGES_SPEC, LABELS_SPEC)])
+            model, step = compiled_step(tf, preset, charset, args.seed)
             dataset = make_dataset(data, charset, budget, seed=args.seed, augment=make_augmenter("default", args.seed),
                                    sort_window=window)
             iterator = iter(dataset.repeat())
@@ -360,22 +369,14 @@ def measure_memory(args: argparse.Namespace) -> dict:
     growth after warm-up), then the peak RSS of one large-preset training step on IAM-size lines
     (second: the allocator keeps what that step took, which would hide a leak)."""
     tf = _harness.set_threads(args.threads)
-    import keras
 
     from tfnhr.charset import Charset
-    from tfnhr.data.dataset import IMAGES_SPEC, LABELS_SPEC, ragged_batch
+    from tfnhr.data.dataset import ragged_batch
     from tfnhr.data.images import scale_to_height
-    from tfnhr.models import build_recognizer
-
-    def train_step(preset: str, charset):
-        keras.utils.set_random_seed(args.seed)
-        model = build_recognizer(charset, preset=preset, block=BLOCKS)
-        model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=10.0))
-        return tf.function(model.train_step, input_signature=[(IMAGES_SPEC, LABELS_SPEC)])
 
     data = synthetic_lines(max(args.memory_lines, 40), args.seed)
     charset = Charset.from_texts(data.texts)
-    step = train_step("small", charset)
+    _, step = compiled_step(tf, "small", charset, args.seed)
     batches = [ragged_batch(data.images[i:i + 2], [charset.encode(t) for t in data.texts[i:i + 2]])
                for i in range(0, 40, 2)]
     rss = []
@@ -391,7 +392,7 @@ def measure_memory(args: argparse.Namespace) -> dict:
 
     big = [scale_to_height(image, IAM_HEIGHT) for image in data.images[:args.memory_lines]]
     batch = ragged_batch(big, [charset.encode(text) for text in data.texts[:args.memory_lines]])
-    step = train_step("large", charset)
+    _, step = compiled_step(tf, "large", charset, args.seed)
     before = _harness.status_kb("VmHWM")
     _harness.log(f"memory: one large-preset step on {len(big)} lines of {IAM_HEIGHT} px")
     step(batch)["loss"].numpy()

@@ -76,10 +76,7 @@ def balanced_batches(pixels: Sequence[int], budget: int, order: Sequence[int], w
     ``window > 1`` :func:`similar_width_batches` (``widths``, ``window``, ``seed`` as there)."""
     if len(order) != len(pixels):
         raise ValueError(f"the order has {len(order)} indices for {len(pixels)} examples")
-    steps = steps_per_epoch(pixels, budget)
-    if window == 1:
-        return split_into_batches(pixels, order, steps)
-    return similar_width_batches(pixels, widths, order, steps, window, seed)
+    return similar_width_batches(pixels, widths, order, steps_per_epoch(pixels, budget), window, seed)
 
 
 def shard_by_pixels(pixels: Sequence[int], n_workers: int, seed: int, epoch: int) -> list[list[int]]:

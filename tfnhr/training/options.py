@@ -48,8 +48,7 @@ class TrainOptions:
     ``0``: TensorFlow's default (all cores). One thread is the default because the MDLSTM scan
     runs thousands of small ops per step, which a second thread slows down (docs/performance.md:
     14.4 lines/s on one thread vs 11.2 on two for the small preset, 7.5 vs 5.8 for the large one,
-    on 2 cores); use
-    further cores with Horovod workers (``python -m tfnhr.main_job`` does).
+    on 2 cores); use further cores with Horovod workers (``python -m tfnhr.main_job`` does).
     """
 
     data: Path
