@@ -113,8 +113,13 @@ class CapsuleClassifier(keras.Model):
             margin, recon, lengths = self.losses_and_lengths(images, labels, training=True)
             loss = _weighted_mean(margin + recon, sample_weight)
         variables = self.trainable_variables
-        self.optimizer.apply(colocated_gradients(tape, loss, variables), variables)
+        self.optimizer.apply(self.gradients(tape, loss, variables), variables)
         return self._update_metrics(labels, margin, recon, lengths, sample_weight)
+
+    def gradients(self, tape: tf.GradientTape, loss: tf.Tensor, variables: list) -> list:
+        """``d loss / d variables`` for ``train_step`` (:func:`colocated_gradients`); a model whose
+        weights are spread over processes adds its exchange here."""
+        return colocated_gradients(tape, loss, variables)
 
     def test_step(self, data):
         images, labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
@@ -237,13 +242,18 @@ class MultiLaneCapsNet(CapsuleClassifier):
     def lane_device(self, index: int) -> str | None:
         return self.placement[index] if self.placement else None
 
-    def class_capsules(self, images, training=False):
+    def lane_outputs(self, images) -> tf.Tensor:
+        """Every lane's contribution, each on its device: ``[B, H, W, C]`` -> ``[B, K, L]``."""
         contributions = []
         for index, block in enumerate(self.lane_blocks):
             with device_scope(self.lane_device(index)):
                 contributions.append(block(images))
         with device_scope(self.main_device):
-            assembled = tf.stack(contributions, axis=-1)  # [B, K, L]
+            return tf.stack(contributions, axis=-1)
+
+    def class_capsules(self, images, training=False):
+        assembled = self.lane_outputs(images)  # [B, K, L]
+        with device_scope(self.main_device):
             return squash(self.drop_lanes(assembled, training=training))
 
     def get_config(self) -> dict:

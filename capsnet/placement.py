@@ -124,12 +124,11 @@ def speed_map(text: str, devices: Sequence[str]) -> dict[str, float]:
     return dict(zip(devices, values))
 
 
-def probe_device_speed(devices: Sequence[str] | str, repeats: int = 5) -> dict[str, float]:
-    """Speed factor of each device (Rosario et al. 2019, §IV-A): time a forward + backward pass of a tiny
-    512-512-512 dense network on a ``[256, 512]`` batch pinned to each device; speed =
-    slowest time / time, so the slowest device is exactly 1.0 and faster ones are above.
-    Keys are canonical device names, in the given order.
-    """
+def probe_device_seconds(devices: Sequence[str] | str, repeats: int = 5) -> dict[str, float]:
+    """Seconds of one forward + backward pass of a tiny 512-512-512 dense network on a
+    ``[256, 512]`` batch pinned to each device (median of ``repeats``), keyed by canonical device
+    name in the given order: the probe of Rosario et al. 2019, §IV-A, before normalisation (so that
+    probes made in several processes can be compared)."""
     times = {}
     for device in resolve_devices(devices):
         with tf.device(device):
@@ -138,8 +137,22 @@ def probe_device_speed(devices: Sequence[str] | str, repeats: int = 5) -> dict[s
             )
             batch = tf.random.stateless_normal((256, 512), seed=(0, 0))
             times[device] = seconds_per_call(training_step(net), batch, repeats)
-    slowest = max(times.values())
-    return {device: slowest / seconds for device, seconds in times.items()}
+    return times
+
+
+def speeds_from_seconds(seconds: Sequence[float]) -> list[float]:
+    """Probe times -> speed factors: slowest time / time, so the slowest is exactly 1.0."""
+    slowest = max(seconds)
+    return [slowest / value for value in seconds]
+
+
+def probe_device_speed(devices: Sequence[str] | str, repeats: int = 5) -> dict[str, float]:
+    """Speed factor of each device (Rosario et al. 2019, §IV-A): :func:`probe_device_seconds`
+    normalised by :func:`speeds_from_seconds` (the slowest device exactly 1.0, faster ones above).
+    Keys are canonical device names, in the given order.
+    """
+    times = probe_device_seconds(devices, repeats)
+    return dict(zip(times, speeds_from_seconds(list(times.values()))))
 
 
 def _checked_costs(costs: Sequence[float]) -> list[float]:
@@ -197,6 +210,19 @@ def round_robin_partition(n_lanes: int, n_devices: int) -> list[int]:
     """Lane ``i`` on device ``i mod n_devices``."""
     _check_counts(n_lanes, n_devices)
     return [lane % n_devices for lane in range(n_lanes)]
+
+
+def partition(strategy: str, costs: Sequence[float], speeds: Sequence[float], seed: int | None = 0) -> list[int]:
+    """The device index of each lane under ``strategy`` (:data:`STRATEGIES`): :func:`greedy_partition`
+    on ``costs`` and ``speeds``, :func:`random_partition` with ``seed``, or :func:`round_robin_partition`
+    (one device per entry of ``speeds``)."""
+    if strategy == "greedy":
+        return greedy_partition(costs, speeds)
+    if strategy == "random":
+        return random_partition(len(costs), len(speeds), seed)
+    if strategy == "round_robin":
+        return round_robin_partition(len(costs), len(speeds))
+    raise ValueError(f"unknown placement strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
 
 
 def device_loads(costs: Sequence[float], assignment: Sequence[int], speeds: Sequence[float]) -> list[float]:
@@ -274,12 +300,7 @@ def place(
     devices = resolve_devices(devices) if check_devices else parse_devices(devices)
     speed_list = _speed_list(devices, speeds)
     cost_list = _lane_costs(lanes, costs)
-    if strategy == "greedy":
-        assignment = greedy_partition(cost_list, speed_list)
-    elif strategy == "random":
-        assignment = random_partition(len(lanes), len(devices), seed)
-    else:
-        assignment = round_robin_partition(len(lanes), len(devices))
+    assignment = partition(strategy, cost_list, speed_list, seed)
     idle = [device for index, device in enumerate(devices) if index not in assignment]
     if idle:
         reason = " (more devices than lanes)" if len(devices) > len(lanes) else ""

@@ -89,11 +89,17 @@ class Setup:
     placement: dict[int, str] | None
     speeds: dict[str, float] | None
     costs: list[float] | None
+    placement_table: str | None = None
+    """What :func:`train` prints about where the lanes run (``None``: nothing placed)."""
+    placement_record: dict | None = None
+    """The placement as JSON-able data: ``summary.json``'s ``placement`` and ``placement.json``."""
 
 
-def prepare(config: TrainConfig) -> Setup:
+def prepare(config: TrainConfig, build_model: bool = True) -> Setup:
     """Check the configuration, make the devices (before TensorFlow's first op), load the data,
-    place the lanes and build the compiled model. Raises ValueError, FileNotFoundError
+    place the lanes and build the compiled model. ``build_model=False``: stop after the data
+    (``Setup.model`` and the placement are ``None``), for a caller that places and builds the
+    model itself (``horovod_jobs.model_parallel``). Raises ValueError, FileNotFoundError
     (Fashion-MNIST missing) or RuntimeError (a download that failed) with a message for the user;
     placement warnings (idle devices) are Python warnings."""
     if config.model not in MODELS:
@@ -112,6 +118,8 @@ def prepare(config: TrainConfig) -> Setup:
     if main_device:
         prepare_devices(list(dict.fromkeys([*devices, main_device])))
     data = load_dataset(config.dataset, config.data_dir, config.limit_train, config.limit_test)
+    if not build_model:
+        return Setup(data, None, devices, main_device, lanes, None, None, None)
     placement = speeds = costs = None
     if lanes and devices:
         if config.speeds == "auto" and len(devices) > 1:
@@ -128,6 +136,10 @@ def prepare(config: TrainConfig) -> Setup:
     else:
         model = build_capsnet(data.image_shape, data.num_classes, config.routings, main_device=main_device)
     model.compile(optimizer=keras.optimizers.Adam(config.lr))
+    if placement:
+        return Setup(data, model, devices, main_device, lanes, placement, speeds, costs,
+                     format_placement_table(lanes, placement, speeds, costs),
+                     json.loads(placement_to_json(placement)))
     return Setup(data, model, devices, main_device, lanes, placement, speeds, costs)
 
 
@@ -149,6 +161,10 @@ class TrainingHooks:
         """``fit``'s callback list, given :func:`train`'s own."""
         return callbacks
 
+    def model_to_save(self, model: CapsuleClassifier) -> CapsuleClassifier:
+        """The model that ``model.keras`` holds, asked on every process after training."""
+        return model
+
 
 def train(config: TrainConfig, setup: Setup | None = None, hooks: TrainingHooks | None = None) -> dict:
     """Fit the model on the training split (the test split evaluated after each epoch), write
@@ -158,8 +174,8 @@ def train(config: TrainConfig, setup: Setup | None = None, hooks: TrainingHooks 
     setup = setup or prepare(config)
     hooks = hooks or TrainingHooks()
     data, model = setup.data, setup.model
-    if setup.placement:
-        print(format_placement_table(setup.lanes, setup.placement, setup.speeds, setup.costs))
+    if setup.placement_table:
+        print(setup.placement_table)
     elif setup.lanes:
         print("lanes not pinned (no --devices): TensorFlow places them")
     print(f"{config.model}: {model.count_params():,} parameters, main device: "
@@ -188,8 +204,8 @@ def train(config: TrainConfig, setup: Setup | None = None, hooks: TrainingHooks 
         "params": model.count_params(),
         "devices": setup.devices,
         "main_device": setup.main_device,
-        "placement_strategy": config.placement if setup.placement else None,
-        "placement": json.loads(placement_to_json(setup.placement)) if setup.placement else None,
+        "placement_strategy": config.placement if setup.placement_record else None,
+        "placement": setup.placement_record,
         "speeds": setup.speeds,
         "cost": config.cost if setup.costs else None,
         "costs": setup.costs,
@@ -205,19 +221,20 @@ def train(config: TrainConfig, setup: Setup | None = None, hooks: TrainingHooks 
         "test_accuracy": history.history["val_accuracy"][-1],
         "test_loss": history.history["val_loss"][-1],
     }
+    saved = hooks.model_to_save(model)
     if hooks.writes:
-        write_outputs(Path(config.out), model, setup.placement, summary)
+        write_outputs(Path(config.out), saved, setup.placement_record, summary)
     print(f"test accuracy: {summary['test_accuracy']:.4f}")
     return summary
 
 
-def write_outputs(out: Path, model: CapsuleClassifier, placement: dict[int, str] | None, summary: dict) -> None:
+def write_outputs(out: Path, model: CapsuleClassifier, placement: dict | None, summary: dict) -> None:
     """Write model.keras, placement.json (if the lanes were placed), summary.json (log.csv is the
     CSVLogger's) into ``out`` and say so."""
     written = ["model.keras", "log.csv", "summary.json"]
     model.save(out / "model.keras")
     if placement:
-        (out / "placement.json").write_text(placement_to_json(placement) + "\n")
+        (out / "placement.json").write_text(json.dumps(placement) + "\n")
         written.insert(1, "placement.json")
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"wrote {', '.join(written)} in {out}")

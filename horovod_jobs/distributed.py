@@ -63,6 +63,8 @@ FAILURE_TIMEOUTS = {
     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "90",
 }
 SYNC_MODES = ("gradients", "average")
+DYNAMIC_PROCESS_SETS = "HOROVOD_DYNAMIC_PROCESS_SETS"
+"""Set to 1 before ``hvd.init()`` to allow ``hvd.add_process_set`` (model-parallel replicas)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,17 +83,26 @@ class Workers:
         return self.rank == 0
 
 
-def init_workers() -> Workers:
+def init_workers(pin_gpu: bool = True, process_sets: bool = False) -> Workers:
     """Initialise Horovod once (bounded failure timeouts, see :data:`FAILURE_TIMEOUTS`) and pin
     this worker to GPU ``local_rank`` (modulo the GPU count) with memory growth, if there are
-    GPUs. Call it before TensorFlow creates any tensor (device settings are fixed after that)."""
+    GPUs. Call it before TensorFlow creates any tensor (device settings are fixed after that).
+
+    ``pin_gpu=False``: every GPU of the host stays visible, each with memory growth (a worker
+    that places lanes on several GPUs). ``process_sets``: allow ``hvd.add_process_set`` later
+    (sets ``HOROVOD_DYNAMIC_PROCESS_SETS=1``; the model-parallel replicas need it)."""
     for name, value in FAILURE_TIMEOUTS.items():
         os.environ.setdefault(name, value)
+    if process_sets:
+        os.environ[DYNAMIC_PROCESS_SETS] = "1"
     if not hvd.is_initialized():
         hvd.init()
     workers = Workers(hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())
     gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
+    if gpus and not pin_gpu:
+        for gpu in gpus:
+            tf.config.experimental.set_memory_growth(gpu, True)
+    elif gpus:
         mine = gpus[workers.local_rank % len(gpus)]
         tf.config.experimental.set_memory_growth(mine, True)
         tf.config.set_visible_devices(mine, "GPU")

@@ -4,13 +4,16 @@ Launch (details, several hosts, Open MPI and Docker in ``docs/horovod.md``)::
 
     horovodrun -np 2 -H localhost:2 --gloo python train.py --task nhr --data data/iam --out runs/nhr
     horovodrun -np 2 -H localhost:2 --gloo python train.py --task mlcn --devices cpu:0,cpu:1 --out runs/mlcn
+    horovodrun -np 2 -H localhost:2 --gloo python train.py --task mlcn --parallel model --out runs/mlcn-model
     python train.py --task nhr --data data/iam    # one plain process: a world of one
 
 ``--task nhr`` takes the options of ``tfnhr train`` and runs :func:`tfnhr.training.train`,
 ``--task mlcn`` those of ``capsnet train`` and runs :func:`capsnet.training.train` (its lanes
 placed on each worker's own ``--devices``: model parallel inside a worker, data parallel across
 workers), both with the hooks of :mod:`horovod_jobs.train_hooks`. The options below add how the
-workers synchronise. Every rank checks first that all ranks parsed the same options (and, once
+workers synchronise. ``--task mlcn --parallel model`` spreads the lanes over the ranks instead
+(:mod:`horovod_jobs.model_parallel`; ``--data-groups G`` makes G data-parallel replicas of
+size / G ranks each), with ``--devices`` the devices each rank offers its lanes. Every rank checks first that all ranks parsed the same options (and, once
 loaded, hold the same data), so a mismatch fails at once on every rank; only rank 0 prints and
 writes ``--out``. Exit status 2 with a one-line reason per rank for bad options or data.
 """
@@ -34,6 +37,7 @@ if TYPE_CHECKING:  # at run time imported late: they load TensorFlow
     from horovod_jobs.train_hooks import SyncOptions
 
 TASKS = ("nhr", "mlcn")
+PARALLEL_MODES = ("data", "model")
 DEFAULT_AVERAGE_EVERY = 16
 
 
@@ -81,7 +85,21 @@ def build_parser(task: str | None) -> argparse.ArgumentParser:
         from capsnet.commands.train import add_train_arguments
 
         add_train_arguments(parser)
+        add_model_parallel_arguments(parser)
     return parser
+
+
+def add_model_parallel_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--task mlcn``: data or model parallel, and the replicas of the latter."""
+    group = parser.add_argument_group("MLCN model parallelism")
+    group.add_argument("--parallel", choices=PARALLEL_MODES, default="data",
+                       help="data: every rank holds the whole model (its lanes on its own --devices) and "
+                            "trains on its slice of each epoch; model: the lanes are spread over the ranks "
+                            "(placed by --placement over every rank's --devices), each rank holds only its "
+                            "lanes, all ranks of a replica train on the same batches")
+    group.add_argument("--data-groups", type=int, default=1, metavar="G",
+                       help="--parallel model: G replicas of (ranks / G) ranks each, data parallel between "
+                            "them (e.g. -np 8 --data-groups 2: 2 replicas x 4 lane groups)")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -93,7 +111,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--average-every must be >= 1, --warmup-steps and --watchdog >= 0")
     if args.warmup_steps and not args.scale_lr:
         parser.error("--warmup-steps warms up to the scaled learning rate: add --scale-lr")
+    if model_parallel(args):
+        if args.model != "mlcn" or args.sync != "gradients":
+            parser.error("--parallel model spreads MLCN lanes and synchronises gradients: it needs "
+                         "--model mlcn and --sync gradients")
+        if args.data_groups < 1:
+            parser.error("--data-groups must be >= 1")
+    elif args.task == "mlcn" and args.data_groups != 1:
+        parser.error("--data-groups G makes replicas of a model-parallel MLCN: add --parallel model")
     return args
+
+
+def model_parallel(args: argparse.Namespace) -> bool:
+    """Whether the job spreads MLCN lanes over the ranks (``--task mlcn --parallel model``)."""
+    return args.task == "mlcn" and args.parallel == "model"
 
 
 def job_config(args: argparse.Namespace) -> dict:
@@ -142,12 +173,23 @@ def run_mlcn(args: argparse.Namespace, workers: Workers, callbacks: Sequence[ker
     from horovod_jobs.train_hooks import ClassifierHooks, data_digest
 
     config = config_from_args(args)
-    setup = prepare(config)  # first: it sets TensorFlow's threads and devices, before any op
+    # First: it sets TensorFlow's threads and devices, before any op.
+    setup = prepare(config, build_model=not model_parallel(args))
     check_same_config({**job_config(args), "data": data_digest(setup.data)}, what="training options and data")
-    if args.scale_lr:
-        config = dataclasses.replace(config, lr=scale_learning_rate(config.lr, workers.size))  # the schedule's start
-    hooks = ClassifierHooks(workers, sync_options(args), callbacks)
-    hooks.distribute(setup.model)
+    if model_parallel(args):
+        from horovod_jobs.model_parallel import RankGroups, build_shard, make_process_sets
+        from horovod_jobs.train_hooks import ModelParallelHooks
+
+        layout = RankGroups(workers.rank, workers.size, args.data_groups)
+        hooks = ModelParallelHooks(workers, sync_options(args), layout, callbacks)
+    else:
+        hooks = ClassifierHooks(workers, sync_options(args), callbacks)
+    if args.scale_lr:  # the schedule's start
+        config = dataclasses.replace(config, lr=scale_learning_rate(config.lr, hooks.replicas))
+    if model_parallel(args):
+        setup = build_shard(config, setup, layout, make_process_sets(layout))
+    else:
+        hooks.distribute(setup.model)
     return train(config, setup, hooks)
 
 
@@ -162,7 +204,8 @@ def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.
         prefer_onednn()
     from horovod_jobs.distributed import init_workers
 
-    workers = init_workers()
+    several_devices = model_parallel(args) and args.devices is not None
+    workers = init_workers(pin_gpu=not several_devices, process_sets=model_parallel(args) and args.data_groups > 1)
     if not workers.is_root:
         sys.stdout = open(os.devnull, "w")  # only rank 0 prints (open for the rest of the process)
     try:

@@ -17,6 +17,8 @@ the ones here make them data parallel over Horovod's ranks (:mod:`horovod_jobs.d
 * CapsNet/MLCN (``--task mlcn``): each epoch each rank trains on its own slice of a fresh
   permutation of the training set (:func:`worker_batches`, equal slices so equal step counts)
   and evaluates its slice of the test set; ``AverageMetrics`` averages the test accuracy.
+* MLCN model parallel (``--task mlcn --parallel model``, :class:`ModelParallelHooks`): the same
+  with each replica of :mod:`horovod_jobs.model_parallel` in place of a worker.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from capsnet import training as capsnet_training
 from capsnet.data import ClassificationData, to_dataset
 from horovod_jobs.distributed import (AverageMetrics, AverageModelAtEpochEnd, BroadcastInitialState,
                                       ProgressWatchdog, Workers, check_same_config, distributed_optimizer)
+from horovod_jobs.model_parallel import BroadcastReplicated, RankGroups, gather_full_model
 from tfnhr import training as tfnhr_training
 from tfnhr.charset import Charset
 from tfnhr.data.batches import shard_by_pixels, similar_width_batches, steps_per_epoch
@@ -172,12 +175,21 @@ class WorkerHooks:
         optimizer = distributed_optimizer(model.optimizer, self.options.sync, self.options.average_every)
         model.compile(optimizer=optimizer, jit_compile=False)
 
+    @property
+    def replicas(self) -> int:
+        """How many model replicas train on different batches (each step sees this many batches)."""
+        return self.workers.size
+
+    def initial_state(self) -> keras.callbacks.Callback:
+        """The callback that makes every rank start from the same weights."""
+        return BroadcastInitialState()
+
     def callbacks(self, callbacks: list[keras.callbacks.Callback]) -> list[keras.callbacks.Callback]:
-        first = [AverageMetrics(), BroadcastInitialState()]
+        first = [AverageMetrics(), self.initial_state()]
         if self.options.sync == "average":
             first.append(AverageModelAtEpochEnd())
         if self.options.warmup_steps:
-            first.append(LearningRateWarmUp(self.options.warmup_steps, 1 / self.workers.size))
+            first.append(LearningRateWarmUp(self.options.warmup_steps, 1 / self.replicas))
         if self.options.watchdog_seconds:
             first.append(ProgressWatchdog(self.options.watchdog_seconds))
         return [*first, *callbacks, *self.extra]
@@ -217,10 +229,43 @@ class RecognizerHooks(WorkerHooks, tfnhr_training.TrainingHooks):
 class ClassifierHooks(WorkerHooks, capsnet_training.TrainingHooks):
     """``capsnet.training.train`` on every worker (see the module docstring)."""
 
+    @property
+    def data_share(self) -> Workers:
+        """Which share of the data this rank trains and tests on: rank of size."""
+        return self.workers
+
     def datasets(self, data: ClassificationData, batch_size: int, seed: int
                  ) -> tuple[tf.data.Dataset, tf.data.Dataset]:
-        test = np.array_split(np.arange(len(data.x_test)), self.workers.size)[self.workers.rank]
+        share = self.data_share
+        test = np.array_split(np.arange(len(data.x_test)), share.size)[share.rank]
         if not len(test):
-            raise ValueError(f"{len(data.x_test)} test examples cannot be shared by {self.workers.size} workers")
-        return (worker_batches(data.x_train, data.y_train, batch_size, seed, self.workers),
+            raise ValueError(f"{len(data.x_test)} test examples cannot be shared by {share.size} workers")
+        return (worker_batches(data.x_train, data.y_train, batch_size, seed, share),
                 to_dataset(data.x_test[test], data.y_test[test], batch_size))
+
+
+class ModelParallelHooks(ClassifierHooks):
+    """``capsnet.training.train`` of a :class:`~horovod_jobs.model_parallel.LaneShard` on every
+    rank: the ranks of a replica train and test on the same batches (replica ``g`` of ``G`` takes
+    share ``g`` as a worker of a ``G``-worker data-parallel job would); the shard averages its own
+    gradients (no distributed optimizer); replicated weights start from rank 0's; ``model.keras``
+    is the whole MLCN, gathered on rank 0."""
+
+    def __init__(self, workers: Workers, options: SyncOptions, layout: RankGroups,
+                 extra: Sequence[keras.callbacks.Callback] = ()) -> None:
+        super().__init__(workers, options, extra)
+        self.layout = layout
+
+    @property
+    def replicas(self) -> int:
+        return self.layout.groups
+
+    @property
+    def data_share(self) -> Workers:
+        return Workers(self.layout.group, self.layout.groups, 0, 1)
+
+    def initial_state(self) -> keras.callbacks.Callback:
+        return BroadcastReplicated()
+
+    def model_to_save(self, model: keras.Model) -> keras.Model | None:
+        return gather_full_model(model, self.layout)
