@@ -205,8 +205,8 @@ class BroadcastReplicated(keras.callbacks.Callback):
 
 def gather_full_model(shard: LaneShard, layout: RankGroups) -> MultiLaneCapsNet | None:
     """Collective: rank 0 gets the ordinary MLCN (no placement, same config, every lane's weights
-    from replica 0, the decoder from rank 0, compiled with the shard's optimizer config but not
-    its state); the other ranks get ``None``."""
+    from replica 0, the decoder from rank 0, compiled with the shard's optimizer config and step
+    count, but not its moments, which stay spread over the ranks); the other ranks get ``None``."""
     mine = ({lane: shard.lane_blocks[lane].get_weights() for lane in shard.local_lanes}
             if layout.group == 0 else {})
     every = hvd.allgather_object(mine, name="capsnet.lane_weights")
@@ -220,6 +220,8 @@ def gather_full_model(shard: LaneShard, layout: RankGroups) -> MultiLaneCapsNet 
             full.lane_blocks[lane].set_weights(weights)
     full.decoder.set_weights(shard.decoder.get_weights())
     full.compile(optimizer=type(shard.optimizer).from_config(shard.optimizer.get_config()))
+    full.optimizer.build(full.trainable_variables)  # fresh moments, so that loading matches the file
+    full.optimizer.iterations.assign(shard.optimizer.iterations)
     return full
 
 

@@ -52,14 +52,17 @@ def synth(tmp_path_factory) -> Path:
     return data
 
 
-def launch(horovodrun: Path, root: Path, args: list[str]) -> tuple[subprocess.CompletedProcess, float]:
-    """``train.py ARGS`` on 2 local Gloo workers, rank r in ``root/rank{r}``; returns the finished
-    launcher and its wall seconds. ``$HOROVOD_RANK`` in ``args`` is expanded per rank."""
-    for rank in range(2):
+def launch(horovodrun: Path, root: Path, args: list[str], ranks: int = 2, prefix: str = "exec"
+           ) -> tuple[subprocess.CompletedProcess, float]:
+    """``train.py ARGS`` on ``ranks`` local Gloo workers, rank r in ``root/rank{r}``; returns the
+    finished launcher and its wall seconds. ``$HOROVOD_RANK`` in ``args`` and ``prefix`` (the
+    shell words before the worker's command) is expanded per rank."""
+    for rank in range(ranks):
         (root / f"rank{rank}").mkdir(parents=True)
-    script = f'cd "{root}/rank$HOROVOD_RANK" && exec "{sys.executable}" "{REPO / "train.py"}" {" ".join(args)}'
+    script = f'cd "{root}/rank$HOROVOD_RANK" && {prefix} "{sys.executable}" "{REPO / "train.py"}" {" ".join(args)}'
     started = time.monotonic()
-    result = subprocess.run([str(horovodrun), "-np", "2", "-H", "localhost:2", "--gloo", "sh", "-c", script],
+    result = subprocess.run([str(horovodrun), "-np", str(ranks), "-H", f"localhost:{ranks}", "--gloo",
+                             "sh", "-c", script],
                             cwd=REPO, env=JOB_ENV, capture_output=True, text=True, timeout=300, check=False)
     return result, time.monotonic() - started
 
@@ -130,6 +133,59 @@ def test_mlcn_model_averaging_on_two_workers(horovodrun, tmp_path):
 @pytest.mark.horovod
 @pytest.mark.subprocess
 @pytest.mark.slow
+def test_mlcn_model_parallel_on_two_ranks_trains_as_one_process(horovodrun, tmp_path, monkeypatch):
+    """Lanes spread over 2 ranks: the same logged losses and accuracies, and the same saved
+    weights, as the whole model in one plain process (same seed, same batches)."""
+    args = ["--task", "mlcn", *TINY_MLCN[:2], "--lane-spec", "1x1,2x1,1x2", *TINY_MLCN[8:], "--epochs", "2",
+            "--threads", "1", "--out", "out"]
+    result, _ = launch(horovodrun, tmp_path / "model", [*args, "--parallel", "model"])
+    assert result.returncode == 0, output_tail(result)
+    out = tmp_path / "model" / "rank0" / "out"
+    assert {path.name for path in out.iterdir()} == MLCN_FILES
+    assert not list((tmp_path / "model" / "rank1").iterdir())
+    assert "predicted load" in result.stdout and "[1]<stdout>" not in result.stdout
+    placement = json.loads((out / "placement.json").read_text())
+    assert sorted(placement) == ["0", "1", "2"] and {lane["rank"] for lane in placement.values()} == {0, 1}
+    (tmp_path / "alone").mkdir()
+    monkeypatch.chdir(tmp_path / "alone")
+    assert main(args) == 0
+    alone = tmp_path / "alone" / "out"
+    logged = [list(csv.DictReader(open(folder / "log.csv"))) for folder in (out, alone)]
+    for key in ("loss", "margin_loss", "accuracy", "val_loss", "val_accuracy"):
+        np.testing.assert_allclose([float(row[key]) for row in logged[0]], [float(row[key]) for row in logged[1]],
+                                   rtol=1e-5, err_msg=key)
+    spread, whole = load_model(out / "model.keras"), load_model(alone / "model.keras")
+    assert spread.count_params() == whole.count_params()
+    for a, b in zip(spread.get_weights(), whole.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.horovod
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_mlcn_model_parallel_rank_that_dies_ends_the_job(horovodrun, tmp_path):
+    """Rank 1 is killed (SIGKILL) mid-training: every rank exits, non-zero, within seconds."""
+    args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model", "--out", "out"]
+    result, seconds = launch(horovodrun, tmp_path, args, prefix='exec $([ "$HOROVOD_RANK" = 1 ] && echo timeout -s KILL 25)')
+    assert result.returncode != 0
+    assert seconds < 25 + 30, output_tail(result)
+
+
+@pytest.mark.horovod
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_model_parallel_rank_without_a_lane_fails_on_every_rank(horovodrun, tmp_path):
+    args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "1", "--parallel", "model", "--out", "out"]
+    result, _ = launch(horovodrun, tmp_path, args, ranks=3)
+    assert result.returncode != 0
+    for rank in range(3):
+        assert (f"error on rank {rank}: rank(s) 2 get no lane; 2 lanes cannot occupy 3 ranks: start fewer ranks"
+                in result.stderr), output_tail(result)
+
+
+@pytest.mark.horovod
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_options_that_differ_across_ranks_fail_fast_on_both(horovodrun, synth, tmp_path):
     result, seconds = launch(horovodrun, tmp_path, ["--task", "nhr", "--data", str(synth), "--out", "out",
                                                     "--batch-pixels", "$((40000 + HOROVOD_RANK))", *TINY_NHR])
@@ -164,6 +220,11 @@ def test_mlcn_runs_as_one_plain_process(tmp_path):
     (["--task", "nhr", "--data", "d", "--warmup-steps", "5"], "add --scale-lr"),
     (["--task", "mlcn", "--units", "2,6"], "unrecognized arguments: --units"),  # an nhr option
     (["--task", "nhr", "--data", "d", "--average-every", "0"], "--average-every must be >= 1"),
+    (["--task", "mlcn", "--parallel", "model", "--model", "capsnet"], "it needs --model mlcn and --sync gradients"),
+    (["--task", "mlcn", "--parallel", "model", "--sync", "average"], "it needs --model mlcn and --sync gradients"),
+    (["--task", "mlcn", "--data-groups", "2"], "add --parallel model"),
+    (["--task", "mlcn", "--parallel", "model", "--data-groups", "0"], "--data-groups must be >= 1"),
+    (["--task", "nhr", "--data", "d", "--parallel", "model"], "unrecognized arguments: --parallel"),
 ])
 def test_bad_options_end_with_a_usage_error(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
