@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -133,7 +134,7 @@ def test_mlcn_model_averaging_on_two_workers(horovodrun, tmp_path):
 @pytest.mark.horovod
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_mlcn_model_parallel_on_two_ranks_trains_as_one_process(horovodrun, tmp_path, monkeypatch):
+def test_mlcn_model_parallel_on_two_ranks_trains_as_one_process(horovodrun, tmp_path):
     """Lanes spread over 2 ranks: the same logged losses and accuracies, and the same saved
     weights, as the whole model in one plain process (same seed, same batches)."""
     args = ["--task", "mlcn", *TINY_MLCN[:2], "--lane-spec", "1x1,2x1,1x2", *TINY_MLCN[8:], "--epochs", "2",
@@ -147,8 +148,9 @@ def test_mlcn_model_parallel_on_two_ranks_trains_as_one_process(horovodrun, tmp_
     placement = json.loads((out / "placement.json").read_text())
     assert sorted(placement) == ["0", "1", "2"] and {lane["rank"] for lane in placement.values()} == {0, 1}
     (tmp_path / "alone").mkdir()
-    monkeypatch.chdir(tmp_path / "alone")
-    assert main(args) == 0
+    alone_run = subprocess.run([sys.executable, str(REPO / "train.py"), *args], cwd=tmp_path / "alone", env=JOB_ENV,
+                               capture_output=True, text=True, timeout=300, check=False)
+    assert alone_run.returncode == 0, output_tail(alone_run)
     alone = tmp_path / "alone" / "out"
     logged = [list(csv.DictReader(open(folder / "log.csv"))) for folder in (out, alone)]
     for key in ("loss", "margin_loss", "accuracy", "val_loss", "val_accuracy"):
@@ -178,9 +180,9 @@ def test_a_model_parallel_rank_without_a_lane_fails_on_every_rank(horovodrun, tm
     args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "1", "--parallel", "model", "--out", "out"]
     result, _ = launch(horovodrun, tmp_path, args, ranks=3)
     assert result.returncode != 0
-    for rank in range(3):
-        assert (f"error on rank {rank}: rank(s) 2 get no lane; 2 lanes cannot occupy 3 ranks: start fewer ranks"
-                in result.stderr), output_tail(result)
+    for rank in range(3):  # which rank stays empty depends on the probed speeds
+        assert re.search(f"error on rank {rank}: rank\\(s\\) [0-2] get no lane; 2 lanes cannot occupy 3 ranks: "
+                         "start fewer ranks", result.stderr), output_tail(result)
 
 
 @pytest.mark.horovod
