@@ -171,6 +171,11 @@ class LaneShard(MultiLaneCapsNet):
     def gradients(self, tape: tf.GradientTape, loss: tf.Tensor, variables: list) -> list:
         """Local gradients; replicated weights' averaged over all ranks, lanes' over their peers."""
         grads = list(super().gradients(tape, loss, variables))
+        # Exchange only once this rank's whole backward pass is done: otherwise a rank may wait in
+        # the allreduce for a peer that runs its lanes' backward first, then run its own while the
+        # peer waits, and the ranks' backward passes no longer overlap.
+        with tf.control_dependencies([grad for grad in grads if grad is not None]):
+            grads = [None if grad is None else tf.identity(grad) for grad in grads]
         for names, process_set, select in (
                 ("capsnet.replicated_gradients", hvd.global_process_set if hvd.size() > 1 else None,
                  lambda variable: variable.path not in self.lane_paths),
