@@ -116,6 +116,10 @@ class CapsuleClassifier(keras.Model):
         self.optimizer.apply(self.gradients(tape, loss, variables), variables)
         return self._update_metrics(labels, margin, recon, lengths, sample_weight)
 
+    def parameter_count(self) -> int:
+        """Parameters of the whole model (one spread over processes counts every process's share)."""
+        return self.count_params()
+
     def gradients(self, tape: tf.GradientTape, loss: tf.Tensor, variables: list) -> list:
         """``d loss / d variables`` for ``train_step`` (:func:`colocated_gradients`); a model whose
         weights are spread over processes adds its exchange here."""

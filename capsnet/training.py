@@ -178,7 +178,7 @@ def train(config: TrainConfig, setup: Setup | None = None, hooks: TrainingHooks 
         print(setup.placement_table)
     elif setup.lanes:
         print("lanes not pinned (no --devices): TensorFlow places them")
-    print(f"{config.model}: {model.count_params():,} parameters, main device: "
+    print(f"{config.model}: {model.parameter_count():,} parameters, main device: "
           f"{setup.main_device or 'TensorFlow default'}; {data.name}: {len(data.x_train)} training, "
           f"{len(data.x_test)} test examples")
     if hooks.writes:
@@ -201,7 +201,7 @@ def train(config: TrainConfig, setup: Setup | None = None, hooks: TrainingHooks 
     summary = {
         "model": config.model,
         "lanes": [str(lane) for lane in setup.lanes] if setup.lanes else None,
-        "params": model.count_params(),
+        "params": model.parameter_count(),
         "devices": setup.devices,
         "main_device": setup.main_device,
         "placement_strategy": config.placement if setup.placement_record else None,

@@ -156,6 +156,15 @@ class LaneShard(MultiLaneCapsNet):
         super().__init__(input_shape, n_class, lanes, routings, None, lane_dropout, main_device=main_device, **kwargs)
         self.lane_paths = {variable.path for lane in self.local_lanes
                            for variable in self.lane_blocks[lane].trainable_variables}
+        local_counts = {lane: self.lane_blocks[lane].count_params() for lane in self.local_lanes}
+        every = ([local_counts] if sets.group is None else
+                 hvd.allgather_object(local_counts, name="capsnet.lane_parameters", process_set=sets.group))
+        self.other_lane_parameters = sum(count for counts in every for lane, count in counts.items()
+                                         if lane not in local_counts)
+
+    def parameter_count(self) -> int:
+        """The whole MLCN's: this rank's weights and the other ranks' lanes."""
+        return self.count_params() + self.other_lane_parameters
 
     def lane_device(self, index: int) -> str | None:
         return self.lane_slots[index].device
