@@ -62,10 +62,10 @@ class CapsuleClassifier(keras.Model):
         self.main_device = resolve_devices([main_device])[0] if main_device else None
         self.length = CapsuleLength(name="length")
         self.mask = CapsuleMask(name="mask")
-        self.decoder = keras.Sequential(
-            [keras.layers.Dense(n, activation="relu") for n in self.decoder_units]
-            + [keras.layers.Dense(math.prod(self.image_shape), activation="sigmoid"),
-               keras.layers.Reshape(self.image_shape)],
+        self.decoder = keras.Sequential(  # names fixed, not counted: variable paths are the same in every model
+            [keras.layers.Dense(n, activation="relu", name=f"hidden{i + 1}") for i, n in enumerate(self.decoder_units)]
+            + [keras.layers.Dense(math.prod(self.image_shape), activation="sigmoid", name="pixels"),
+               keras.layers.Reshape(self.image_shape, name="image")],
             name="decoder")
         self.trackers = {name: keras.metrics.Mean(name=name)
                          for name in ("loss", "margin_loss", "reconstruction_loss")}

@@ -12,6 +12,7 @@ caller changes how it runs (``horovod_jobs`` trains on several workers with them
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import sys
@@ -25,8 +26,9 @@ import tensorflow as tf
 from capsnet.data import ClassificationData, load_dataset, to_dataset
 from capsnet.devices import canonical_device, parse_devices, prepare_devices
 from capsnet.lanes import Lane, lane_list
-from capsnet.models import CapsuleClassifier, build_capsnet, build_mlcn
+from capsnet.models import CapsuleClassifier, build_capsnet, build_mlcn, load_model
 from capsnet.placement import format_placement_table, lane_costs, place, placement_to_json, probe_device_speed, speed_map
+from capsnet.state import restore_training_state, training_state
 
 
 MODELS = ("capsnet", "mlcn")
@@ -42,7 +44,8 @@ class TrainConfig:
     ``WIDTHxDEPTH`` per lane, e.g. ``"4x1,2x3"``); ``lane_dropout``; ``routings`` (dynamic-routing
     iterations). Data: ``dataset`` (:data:`capsnet.data.DATASET_NAMES`), ``data_dir``,
     ``limit_train``/``limit_test``. Training: ``epochs``, ``batch_size``, Adam's ``lr`` decayed by
-    ``lr_decay`` per epoch, ``seed``, ``threads`` (0: TensorFlow's default), ``out`` (folder).
+    ``lr_decay`` per epoch, ``seed``, ``threads`` (0: TensorFlow's default), ``out`` (folder),
+    ``resume`` (continue the run in ``out``: :func:`resume_point`).
     Placement: ``devices`` (``"gpu:0,gpu:1"`` or a list; ``None``: no pinning), ``placement``
     (:data:`capsnet.placement.STRATEGIES`), ``main_device`` (default: the first device), ``cost``
     (:data:`capsnet.placement.COST_MODELS`), ``speeds`` (``"auto"``, ``"equal"`` or ``"1,3.1"``).
@@ -66,6 +69,7 @@ class TrainConfig:
     seed: int = 0
     threads: int = 0
     out: Path = Path("runs/capsnet")
+    resume: bool = False
     devices: str | Sequence[str] | None = None
     placement: str = "greedy"
     main_device: str | None = None
@@ -82,7 +86,7 @@ class Setup:
     """Everything ``capsnet train`` resolved from its arguments before training."""
 
     data: ClassificationData
-    model: CapsuleClassifier
+    model: CapsuleClassifier | None
     devices: list[str]
     main_device: str | None
     lanes: list[Lane] | None
@@ -93,6 +97,28 @@ class Setup:
     """What :func:`train` prints about where the lanes run (``None``: nothing placed)."""
     placement_record: dict | None = None
     """The placement as JSON-able data: ``summary.json``'s ``placement`` and ``placement.json``."""
+    first_epoch: int = 0
+    """The epoch (from 0) that training starts with: the epochs done before a ``--resume``."""
+
+
+def resume_point(out: Path, epochs: int) -> int:
+    """The epochs already done in run folder ``out`` (the rows of its ``log.csv``), to continue
+    from its ``model.keras``; ``ValueError`` if either is missing, or if ``epochs`` are done."""
+    missing = [name for name in ("model.keras", "log.csv") if not (Path(out) / name).is_file()]
+    if missing:
+        raise ValueError(f"--resume: {out} has no {' or '.join(missing)} (a finished capsnet train run's folder)")
+    with open(Path(out) / "log.csv", newline="") as log:
+        done = sum(1 for _ in csv.DictReader(log))
+    if done >= epochs:
+        raise ValueError(f"--resume: {out} already holds {done} epochs; --epochs {epochs} asks for no more "
+                         f"(give the total, e.g. --epochs {done + 1})")
+    return done
+
+
+def saved_state(out: Path) -> dict:
+    """The training state (weights, optimizer state) of ``out/model.keras`` by name
+    (:func:`capsnet.state.training_state`)."""
+    return training_state(load_model(Path(out) / "model.keras"))
 
 
 def prepare(config: TrainConfig, build_model: bool = True) -> Setup:
@@ -115,11 +141,12 @@ def prepare(config: TrainConfig, build_model: bool = True) -> Setup:
     if config.threads:
         tf.config.threading.set_intra_op_parallelism_threads(config.threads)
         tf.config.threading.set_inter_op_parallelism_threads(config.threads)
+    first_epoch = resume_point(config.out, config.epochs) if config.resume else 0
     if main_device:
         prepare_devices(list(dict.fromkeys([*devices, main_device])))
     data = load_dataset(config.dataset, config.data_dir, config.limit_train, config.limit_test)
     if not build_model:
-        return Setup(data, None, devices, main_device, lanes, None, None, None)
+        return Setup(data, None, devices, main_device, lanes, None, None, None, first_epoch=first_epoch)
     placement = speeds = costs = None
     if lanes and devices:
         if config.speeds == "auto" and len(devices) > 1:
@@ -136,11 +163,13 @@ def prepare(config: TrainConfig, build_model: bool = True) -> Setup:
     else:
         model = build_capsnet(data.image_shape, data.num_classes, config.routings, main_device=main_device)
     model.compile(optimizer=keras.optimizers.Adam(config.lr))
+    if config.resume:
+        restore_training_state(model, saved_state(config.out))
     if placement:
         return Setup(data, model, devices, main_device, lanes, placement, speeds, costs,
                      format_placement_table(lanes, placement, speeds, costs),
-                     json.loads(placement_to_json(placement)))
-    return Setup(data, model, devices, main_device, lanes, placement, speeds, costs)
+                     json.loads(placement_to_json(placement)), first_epoch)
+    return Setup(data, model, devices, main_device, lanes, placement, speeds, costs, first_epoch=first_epoch)
 
 
 class TrainingHooks:
@@ -151,9 +180,10 @@ class TrainingHooks:
 
     writes = True
 
-    def datasets(self, data: ClassificationData, batch_size: int, seed: int
+    def datasets(self, data: ClassificationData, batch_size: int, seed: int, first_epoch: int = 0
                  ) -> tuple[tf.data.Dataset, tf.data.Dataset]:
-        """The training batches (reshuffled every epoch from ``seed``) and the test batches."""
+        """The training batches (reshuffled every epoch from ``seed``; a resumed run's epochs draw
+        the orders of a run's first epochs again) and the test batches."""
         return (to_dataset(data.x_train, data.y_train, batch_size, shuffle=True, seed=seed),
                 to_dataset(data.x_test, data.y_test, batch_size))
 
@@ -184,10 +214,13 @@ def train(config: TrainConfig, setup: Setup | None = None, hooks: TrainingHooks 
     if hooks.writes:
         Path(config.out).mkdir(parents=True, exist_ok=True)
     timer = EpochTimer()
-    train_data, test_data = hooks.datasets(data, config.batch_size, config.seed)
+    train_data, test_data = hooks.datasets(data, config.batch_size, config.seed, setup.first_epoch)
+    if setup.first_epoch:
+        print(f"resuming {config.out} after epoch {setup.first_epoch}")
     history = model.fit(
         train_data,
         validation_data=test_data,
+        initial_epoch=setup.first_epoch,
         epochs=config.epochs,
         shuffle=False,  # the datasets shuffle (per --seed)
         verbose=1 if sys.stdout.isatty() else 2,
@@ -195,7 +228,8 @@ def train(config: TrainConfig, setup: Setup | None = None, hooks: TrainingHooks 
             keras.callbacks.ProgbarLogger(),  # first, so that Keras's epoch line precedes the timer's
             keras.callbacks.LearningRateScheduler(lambda epoch, _: config.lr * config.lr_decay**epoch),
             timer,
-            *([keras.callbacks.CSVLogger(str(Path(config.out) / "log.csv"))] if hooks.writes else []),
+            *([keras.callbacks.CSVLogger(str(Path(config.out) / "log.csv"), append=bool(setup.first_epoch))]
+              if hooks.writes else []),
         ]),
     )
     summary = {
@@ -213,6 +247,7 @@ def train(config: TrainConfig, setup: Setup | None = None, hooks: TrainingHooks 
         "train_examples": len(data.x_train),
         "test_examples": len(data.x_test),
         "epochs": config.epochs,
+        "resumed_after_epoch": setup.first_epoch or None,
         "batch_size": config.batch_size,
         "learning_rate": config.lr,
         "lr_decay": config.lr_decay,

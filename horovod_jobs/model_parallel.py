@@ -21,7 +21,8 @@ One training step, on every rank of a replica (all on the same batch):
 Initial weights equal those of ``capsnet train --seed S``: every rank constructs every lane (a
 Keras layer draws its initializer seeds when constructed) but builds only its own, and the
 replicated weights are broadcast from rank 0. ``model.keras`` is one ordinary MLCN: rank 0
-gathers every lane's weights (:func:`gather_full_model`).
+gathers every lane's weights and optimizer state (:func:`gather_full_model`); ``--resume`` gives
+each rank its part of it back.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from capsnet.devices import parse_devices
 from capsnet.models import MultiLaneCapsNet, device_scope
 from capsnet.placement import lane_costs, probe_device_seconds, speeds_from_seconds
 from capsnet.rank_placement import Slot, format_slot_table, place_on_slots, slot_placement_record
-from capsnet.training import Setup, TrainConfig
+from capsnet.state import restore_training_state, training_state
+from capsnet.training import Setup, TrainConfig, saved_state
 from horovod_jobs.distributed import DYNAMIC_PROCESS_SETS, check_same_config
 
 @dataclasses.dataclass(frozen=True)
@@ -217,25 +219,28 @@ class BroadcastReplicated(keras.callbacks.Callback):
                 variable.assign(hvd.broadcast(variable.value, root_rank=0, name=f"capsnet.replicated.{index}"))
 
 
+def lane_of_key(key: str) -> int | None:
+    """The lane that a :mod:`capsnet.state` key belongs to (``lane3/conv1/kernel``,
+    ``lane3_conv1_kernel_momentum`` -> 3), ``None`` for the replicated part."""
+    head = key.split("/")[0].split("_")[0]
+    return int(head[4:]) if head.startswith("lane") and head[4:].isdigit() else None
+
+
 def gather_full_model(shard: LaneShard, layout: RankGroups) -> MultiLaneCapsNet | None:
-    """Collective: rank 0 gets the ordinary MLCN (no placement, same config, every lane's weights
-    from replica 0, the decoder from rank 0, compiled with the shard's optimizer config and step
-    count, but not its moments, which stay spread over the ranks); the other ranks get ``None``."""
-    mine = ({lane: shard.lane_blocks[lane].get_weights() for lane in shard.local_lanes}
-            if layout.group == 0 else {})
-    every = hvd.allgather_object(mine, name="capsnet.lane_weights")
+    """Collective: rank 0 gets the ordinary MLCN (no placement, same config) with the whole
+    training state: every lane's weights and Adam moments from replica 0's ranks, the replicated
+    part (decoder, step count, random-seed state) from rank 0; the other ranks get ``None``."""
+    mine = set(shard.local_lanes)
+    state = training_state(shard, keep=lambda key: lane_of_key(key) in mine or (
+        layout.rank == 0 and lane_of_key(key) is None)) if layout.group == 0 else {}
+    every = hvd.allgather_object(state, name="capsnet.training_state")
     if layout.rank != 0:
         return None
     full = MultiLaneCapsNet(shard.image_shape, shard.n_class, shard.lanes, shard.routings, None,
                             shard.lane_dropout, decoder_units=shard.decoder_units,
                             reconstruction_weight=shard.reconstruction_weight)
-    for weights_by_lane in every:
-        for lane, weights in weights_by_lane.items():
-            full.lane_blocks[lane].set_weights(weights)
-    full.decoder.set_weights(shard.decoder.get_weights())
     full.compile(optimizer=type(shard.optimizer).from_config(shard.optimizer.get_config()))
-    full.optimizer.build(full.trainable_variables)  # fresh moments, so that loading matches the file
-    full.optimizer.iterations.assign(shard.optimizer.iterations)
+    restore_training_state(full, {key: value for part in every for key, value in part.items()})
     return full
 
 
@@ -300,6 +305,8 @@ def build_shard(config: TrainConfig, setup: Setup, layout: RankGroups, sets: Pro
                       lane_slots=[slots[index] for index in assignment], position=layout.position, sets=sets,
                       main_device=main_device)
     shard.compile(optimizer=keras.optimizers.Adam(config.lr), jit_compile=False)
+    if config.resume:  # every rank reads --out's model.keras: its own lanes' and the replicated state
+        restore_training_state(shard, saved_state(config.out))
     table = format_slot_table(lanes, slots, assignment, speeds, costs)
     if layout.groups > 1:
         table += (f"\n{layout.groups} replicas of {layout.group_size} ranks (data parallel between them): "

@@ -13,9 +13,9 @@ placed on each worker's own ``--devices``: model parallel inside a worker, data 
 workers), both with the hooks of :mod:`horovod_jobs.train_hooks`. The options below add how the
 workers synchronise. ``--task mlcn --parallel model`` spreads the lanes over the ranks instead
 (:mod:`horovod_jobs.model_parallel`; ``--data-groups G`` makes G data-parallel replicas of
-size / G ranks each), with ``--devices`` the devices each rank offers its lanes. Every rank checks first that all ranks parsed the same options (and, once
-loaded, hold the same data), so a mismatch fails at once on every rank; only rank 0 prints and
-writes ``--out``. Exit status 2 with a one-line reason per rank for bad options or data.
+size / G ranks each), with ``--devices`` the devices each rank offers its lanes. Every rank
+checks first that all ranks parsed the same options (and, once loaded, hold the same data), so a
+mismatch fails at once on every rank; only rank 0 prints and writes ``--out``. Exit status 2 with a one-line reason per rank for bad options or data.
 """
 
 from __future__ import annotations
@@ -175,7 +175,8 @@ def run_mlcn(args: argparse.Namespace, workers: Workers, callbacks: Sequence[ker
     config = config_from_args(args)
     # First: it sets TensorFlow's threads and devices, before any op.
     setup = prepare(config, build_model=not model_parallel(args))
-    check_same_config({**job_config(args), "data": data_digest(setup.data)}, what="training options and data")
+    check_same_config({**job_config(args), "data": data_digest(setup.data), "first_epoch": setup.first_epoch},
+                      what="training options and data")
     if model_parallel(args):
         from horovod_jobs.model_parallel import RankGroups, build_shard, make_process_sets
         from horovod_jobs.train_hooks import ModelParallelHooks

@@ -126,15 +126,17 @@ class ShardedErrorRates(ValidationErrorRates):
         return hvd.allreduce(counts, op=hvd.Sum, name="horovod_jobs.val_errors").numpy().tolist()
 
 
-def worker_batches(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, workers: Workers) -> tf.data.Dataset:
-    """This worker's ``(images, labels)`` batches: epoch ``e`` permutes all examples by
-    ``(seed, e)`` and gives worker ``r`` positions ``[r·n, (r+1)·n)``, ``n = len(x) // size``
-    (disjoint slices of equal length, so every worker takes ``ceil(n / batch_size)`` steps; the
-    ``len(x) % size`` examples left over differ from epoch to epoch)."""
+def worker_batches(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, workers: Workers,
+                   first_epoch: int = 0) -> tf.data.Dataset:
+    """This worker's ``(images, labels)`` batches: epoch ``e`` (from ``first_epoch`` on, so that a
+    resumed run continues the sequence) permutes all examples by ``(seed, e)`` and gives worker
+    ``r`` positions ``[r·n, (r+1)·n)``, ``n = len(x) // size`` (disjoint slices of equal length,
+    so every worker takes ``ceil(n / batch_size)`` steps; the ``len(x) % size`` examples left over
+    differ from epoch to epoch)."""
     share = len(x) // workers.size
     if share == 0:
         raise ValueError(f"{len(x)} training examples cannot feed {workers.size} workers")
-    epoch = [0]
+    epoch = [first_epoch]
 
     def batches():
         order = np.random.default_rng([seed, epoch[0]]).permutation(len(x))[workers.rank * share:][:share]
@@ -234,13 +236,13 @@ class ClassifierHooks(WorkerHooks, capsnet_training.TrainingHooks):
         """Which share of the data this rank trains and tests on: rank of size."""
         return self.workers
 
-    def datasets(self, data: ClassificationData, batch_size: int, seed: int
+    def datasets(self, data: ClassificationData, batch_size: int, seed: int, first_epoch: int = 0
                  ) -> tuple[tf.data.Dataset, tf.data.Dataset]:
         share = self.data_share
         test = np.array_split(np.arange(len(data.x_test)), share.size)[share.rank]
         if not len(test):
             raise ValueError(f"{len(data.x_test)} test examples cannot be shared by {share.size} workers")
-        return (worker_batches(data.x_train, data.y_train, batch_size, seed, share),
+        return (worker_batches(data.x_train, data.y_train, batch_size, seed, share, first_epoch),
                 to_dataset(data.x_test[test], data.y_test[test], batch_size))
 
 

@@ -54,6 +54,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     training.add_argument("--threads", type=int, default=DEFAULTS.threads,
                           help="TensorFlow intra- and inter-op threads (0: TensorFlow's default)")
     training.add_argument("--out", type=Path, default=DEFAULTS.out, help="output folder")
+    training.add_argument("--resume", action="store_true",
+                          help="continue the run in --out: its model.keras (weights and optimizer state), "
+                               "epochs from the rows of its log.csv up to --epochs (the total), log.csv appended")
     placement = parser.add_argument_group("devices and placement")
     placement.add_argument("--devices", default=None,
                            help="comma-separated devices for the lanes, e.g. gpu:0,gpu:1 or cpu:0,cpu:1 "

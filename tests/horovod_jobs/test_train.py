@@ -134,32 +134,41 @@ def test_mlcn_model_averaging_on_two_workers(horovodrun, tmp_path):
 @pytest.mark.horovod
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_mlcn_model_parallel_on_two_ranks_trains_as_one_process(horovodrun, tmp_path):
-    """Lanes spread over 2 ranks: the same logged losses and accuracies, and the same saved
-    weights, as the whole model in one plain process (same seed, same batches)."""
-    args = ["--task", "mlcn", *TINY_MLCN[:2], "--lane-spec", "1x1,2x1,1x2", *TINY_MLCN[8:], "--epochs", "2",
-            "--threads", "1", "--out", "out"]
-    result, _ = launch(horovodrun, tmp_path / "model", [*args, "--parallel", "model"])
+def test_mlcn_model_parallel_on_two_ranks_trains_and_resumes_as_one_process(horovodrun, tmp_path):
+    """Lanes spread over 2 ranks, one epoch, then ``--resume`` for a second: the same logged losses
+    and accuracies, and the same saved weights, as the whole model trained for two epochs in one
+    plain process (same seed, same batches)."""
+    args = ["--task", "mlcn", *TINY_MLCN[:2], "--lane-spec", "1x1,2x1,1x2", *TINY_MLCN[8:], "--threads", "1"]
+    out = tmp_path / "model_out"  # one folder for both ranks: --resume reads it on every rank
+    result, _ = launch(horovodrun, tmp_path / "first", [*args, "--parallel", "model", "--epochs", "1", "--out", str(out)])
     assert result.returncode == 0, output_tail(result)
-    out = tmp_path / "model" / "rank0" / "out"
     assert {path.name for path in out.iterdir()} == MLCN_FILES
-    assert not list((tmp_path / "model" / "rank1").iterdir())
+    assert not list((tmp_path / "first" / "rank1").iterdir())
     assert "predicted load" in result.stdout and "[1]<stdout>" not in result.stdout
     placement = json.loads((out / "placement.json").read_text())
     assert sorted(placement) == ["0", "1", "2"] and {lane["rank"] for lane in placement.values()} == {0, 1}
+    result, _ = launch(horovodrun, tmp_path / "resumed",
+                       [*args, "--parallel", "model", "--epochs", "2", "--resume", "--out", str(out)])
+    assert result.returncode == 0, output_tail(result)
+    assert f"resuming {out} after epoch 1" in result.stdout
     (tmp_path / "alone").mkdir()
-    alone_run = subprocess.run([sys.executable, str(REPO / "train.py"), *args], cwd=tmp_path / "alone", env=JOB_ENV,
-                               capture_output=True, text=True, timeout=300, check=False)
+    alone_run = subprocess.run([sys.executable, str(REPO / "train.py"), *args, "--epochs", "2", "--out", "out"],
+                               cwd=tmp_path / "alone", env=JOB_ENV, capture_output=True, text=True, timeout=300,
+                               check=False)
     assert alone_run.returncode == 0, output_tail(alone_run)
     alone = tmp_path / "alone" / "out"
     logged = [list(csv.DictReader(open(folder / "log.csv"))) for folder in (out, alone)]
-    for key in ("loss", "margin_loss", "accuracy", "val_loss", "val_accuracy"):
+    assert [row["epoch"] for row in logged[0]] == ["0", "1"]
+    for key in ("loss", "margin_loss", "accuracy", "val_loss", "val_accuracy", "learning_rate"):
         np.testing.assert_allclose([float(row[key]) for row in logged[0]], [float(row[key]) for row in logged[1]],
                                    rtol=1e-5, err_msg=key)
     spread, whole = load_model(out / "model.keras"), load_model(alone / "model.keras")
     assert spread.count_params() == whole.count_params()
+    assert int(spread.optimizer.iterations) == int(whole.optimizer.iterations) == 2 * 4
     for a, b in zip(spread.get_weights(), whole.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    for a, b in zip(spread.optimizer.variables, whole.optimizer.variables, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-7)
 
 
 @pytest.mark.horovod

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -200,6 +201,30 @@ def test_train_mlcn_logs_one_csv_row_per_epoch(mlcn_run):
 
 @pytest.mark.subprocess
 @pytest.mark.slow
+def test_train_resume_continues_the_run_from_its_saved_state(mlcn_run, tmp_path):
+    shutil.copytree(mlcn_run[0], tmp_path, dirs_exist_ok=True)
+    before = load_model(tmp_path / "model.keras")
+    assert int(before.optimizer.iterations) == 2 * 4  # 2 epochs of 128 / 32 steps, saved with the model
+    args = ["train", "--model", "mlcn", "--lanes", "2", "--width", "1", "--depth", "1", *TRAIN_DATA,
+            "--devices", "cpu:0,cpu:1", "--out", str(tmp_path), "--resume"]
+    result = capsnet(*args, "--epochs", "3")
+    assert result.returncode == 0, result.stderr
+    assert f"resuming {tmp_path} after epoch 2" in result.stdout
+    assert [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith("epoch ")] == ["epoch 3"]
+    rows = list(csv.DictReader(open(tmp_path / "log.csv")))
+    assert [row["epoch"] for row in rows] == ["0", "1", "2"]
+    assert float(rows[2]["learning_rate"]) == pytest.approx(1e-3 * 0.9**2)  # the schedule goes on
+    after = load_model(tmp_path / "model.keras")
+    assert int(after.optimizer.iterations) == 3 * 4
+    assert json.loads((tmp_path / "summary.json").read_text())["resumed_after_epoch"] == 2
+    again = capsnet(*args, "--epochs", "3")
+    assert again.returncode == 2
+    assert again.stderr.strip() == (f"capsnet train: error: --resume: {tmp_path} already holds 3 epochs; --epochs 3 "
+                                    "asks for no more (give the total, e.g. --epochs 4)")
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_train_capsnet_on_one_device(tmp_path):
     result = capsnet("train", "--model", "capsnet", "--dataset", "synthetic", "--limit-train", "32",
                      "--limit-test", "32", "--batch-size", "32", "--epochs", "1", "--devices", "cpu:1",
@@ -234,6 +259,7 @@ def test_train_names_an_unknown_device_from_the_command_line(tmp_path):
     (["--lane-dropout", "1.5"], "lane_dropout must be in [0, 1)"),
     (["--devices", "cpu:0,cpu:1", "--speeds", "1,2,3"], "3 speeds for 2 devices"),
     (["--model", "capsnet", "--devices", "cpu:0,cpu:1"], "CapsNet has no lanes to place"),
+    (["--resume"], "has no model.keras or log.csv (a finished capsnet train run's folder)"),
 ])
 def test_train_rejects_bad_input_in_one_line(capsys, tmp_path, args, message):
     status, _, err = run_main(["train", *TRAIN_DATA, "--lanes", "2", "--width", "1", *args, "--out", str(tmp_path)],
