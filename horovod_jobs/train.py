@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # at run time imported late: they load TensorFlow
     from horovod_jobs.train_hooks import SyncOptions
 
 TASKS = ("nhr", "mlcn")
+PEER_FAILURE = "Horovod has been shut down"
+"""What a collective's error says when a peer died, or timed out (``HOROVOD_GLOO_TIMEOUT_SECONDS``)."""
 PARALLEL_MODES = ("data", "model")
 DEFAULT_AVERAGE_EVERY = 16
 
@@ -215,6 +217,12 @@ def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.
         message = " ".join(str(error).splitlines())
         print(f"train.py --task {args.task}: error on rank {workers.rank}: {message}", file=sys.stderr, flush=True)
         return 2
+    except Exception as error:
+        if PEER_FAILURE not in str(error):
+            raise
+        print(f"train.py --task {args.task}: error on rank {workers.rank}: a peer rank died or stopped answering "
+              f"(a collective failed: {PEER_FAILURE}); see that rank's output", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

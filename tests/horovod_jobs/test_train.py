@@ -53,18 +53,19 @@ def synth(tmp_path_factory) -> Path:
     return data
 
 
-def launch(horovodrun: Path, root: Path, args: list[str], ranks: int = 2, prefix: str = "exec"
-           ) -> tuple[subprocess.CompletedProcess, float]:
+def launch(horovodrun: Path, root: Path, args: list[str], ranks: int = 2, prefix: str = "exec",
+           env: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
     """``train.py ARGS`` on ``ranks`` local Gloo workers, rank r in ``root/rank{r}``; returns the
     finished launcher and its wall seconds. ``$HOROVOD_RANK`` in ``args`` and ``prefix`` (the
-    shell words before the worker's command) is expanded per rank."""
+    shell commands before the worker's, ending in ``exec``) is expanded per rank; ``env`` is added
+    to the workers' environment."""
     for rank in range(ranks):
         (root / f"rank{rank}").mkdir(parents=True)
     script = f'cd "{root}/rank$HOROVOD_RANK" && {prefix} "{sys.executable}" "{REPO / "train.py"}" {" ".join(args)}'
     started = time.monotonic()
     result = subprocess.run([str(horovodrun), "-np", str(ranks), "-H", f"localhost:{ranks}", "--gloo",
                              "sh", "-c", script],
-                            cwd=REPO, env=JOB_ENV, capture_output=True, text=True, timeout=300, check=False)
+                            cwd=REPO, env={**JOB_ENV, **(env or {})}, capture_output=True, text=True, timeout=300, check=False)
     return result, time.monotonic() - started
 
 
@@ -180,6 +181,21 @@ def test_mlcn_model_parallel_rank_that_dies_ends_the_job(horovodrun, tmp_path):
     result, seconds = launch(horovodrun, tmp_path, args, prefix='exec $([ "$HOROVOD_RANK" = 1 ] && echo timeout -s KILL 25)')
     assert result.returncode != 0
     assert seconds < 25 + 30, output_tail(result)
+    assert "Process 1 exit with status code 137" in result.stdout + result.stderr, output_tail(result)
+
+
+@pytest.mark.horovod
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_mlcn_model_parallel_rank_that_hangs_ends_the_job(horovodrun, tmp_path):
+    """Rank 1 freezes (SIGSTOP) mid-training: rank 0's collective times out after Gloo's timeout
+    (10 s here), it exits with a one-line reason, and ``horovodrun`` ends rank 1."""
+    args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model", "--out", "out"]
+    freeze = 'if [ "$HOROVOD_RANK" = 1 ]; then (sleep 25; kill -STOP $$) & fi; exec'
+    result, seconds = launch(horovodrun, tmp_path, args, prefix=freeze, env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "10"})
+    assert result.returncode != 0
+    assert seconds < 25 + 10 + 30, output_tail(result)
+    assert "error on rank 0: a peer rank died or stopped answering" in result.stderr, output_tail(result)
 
 
 @pytest.mark.horovod
