@@ -187,7 +187,7 @@ class LaneShard(MultiLaneCapsNet):
         # peer waits, and the ranks' backward passes no longer overlap.
         with tf.control_dependencies([grad for grad in grads if grad is not None]):
             grads = [None if grad is None else tf.identity(grad) for grad in grads]
-        for names, process_set, select in (
+        for name, process_set, select in (
                 ("capsnet.replicated_gradients", hvd.global_process_set if hvd.size() > 1 else None,
                  lambda variable: variable.path not in self.lane_paths),
                 ("capsnet.lane_gradients", self.sets.peers, lambda variable: variable.path in self.lane_paths)):
@@ -195,7 +195,7 @@ class LaneShard(MultiLaneCapsNet):
             if process_set is None or not chosen:
                 continue
             averaged = hvd.grouped_allreduce([tf.convert_to_tensor(grads[i]) for i in chosen], op=hvd.Average,
-                                             name=names, ignore_name_scope=True, process_set=process_set)
+                                             name=name, ignore_name_scope=True, process_set=process_set)
             for i, grad in zip(chosen, averaged):
                 grads[i] = grad
         return grads

@@ -62,6 +62,13 @@ def check_reports(reports: list[dict], lanes: str, groups: int, out: Path) -> No
             assert variable["device"] == expected, variable
         assert all(report["placement"][lane] == f"rank {report['position']} {report['lane_devices'][str(lane)]}"
                    for lane in mine)
+        # Its lanes' forward and backward ops are placed on their slots' devices.
+        ops = report["lane_ops"]
+        assert {lane for lane, *_ in ops} == set(mine)
+        assert all(device == report["lane_devices"][str(lane)] for lane, _, _, device in ops), ops
+        for lane in mine:
+            kinds = {(kind, backward) for other, kind, backward, _ in ops if other == lane}
+            assert {("Conv2D", False), ("Conv2DBackpropFilter", True), ("BatchMatMulV2", True)} <= kinds
         batch = model_parallel_checks.BATCH
         assert report["local_shape"] == [len(mine), batch, model_parallel_checks.CLASSES]
         assert report["gathered_shape"] == [batch, model_parallel_checks.CLASSES, n_lanes]

@@ -5,7 +5,8 @@ spreads an MLCN of ``SPEC`` lanes (``horovod_jobs.model_parallel``) over the ran
 each rank offering two logical CPUs; it trains ``STEPS`` batches with ``train_on_batch`` and, in
 the same process, trains the ordinary single-process MLCN built from the same seed on the union
 of the replicas' batches (the reference). It writes ``DIR/rank{r}.json``: its lanes, its
-variables (path, shape, device), the exchanged tensors' shapes, the replicas' mean loss per step
+variables (path, shape, device), the devices of its lanes' ops in the traced training step, the
+exchanged tensors' shapes, the replicas' mean loss per step
 and the reference's, the largest weight differences to the reference at the start and after the
 steps; rank 0 also writes the gathered ``DIR/model.keras`` and the reference's class lengths on a
 probe batch, ``DIR/reference.npy``. One intra-op and one inter-op thread per worker.
@@ -33,6 +34,22 @@ def batches(groups: int) -> tuple[np.ndarray, np.ndarray]:
 
 def max_difference(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b, strict=True))
+
+
+def lane_ops(shard) -> list[list]:
+    """``[lane, op type, backward?, device]`` of the convolutions and routing matmuls in the
+    traced training step of ``shard`` (traced only: nothing runs, no collective happens)."""
+    import tensorflow as tf
+
+    step = tf.function(shard.train_step).get_concrete_function(
+        (tf.TensorSpec([None, *SHAPE]), tf.TensorSpec([None], tf.int32)))
+    found = set()
+    for op in step.graph.get_operations():
+        parts = op.name.split("/")
+        lane = next((int(p[4:].split("_")[0]) for p in parts if p.startswith("lane") and p[4:5].isdigit()), None)
+        if lane is not None and op.type in {"Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "BatchMatMulV2"}:
+            found.add((lane, op.type, parts[0] == "gradients", op.device))
+    return sorted(list(entry) for entry in found)
 
 
 def main() -> None:
@@ -98,6 +115,7 @@ def main() -> None:
         "end_difference": {"lanes": max_difference(lane_weights(shard), lane_weights(reference)),
                            "decoder": max_difference(shard.decoder.get_weights(), reference.decoder.get_weights())},
     }
+    report["lane_ops"] = lane_ops(shard)
     full = gather_full_model(shard, layout)
     if full is not None:
         full.save(args.out / "model.keras")
