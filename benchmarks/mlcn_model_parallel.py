@@ -5,7 +5,8 @@
    ranks ``--parallel data`` (``--sync gradients``, 50 examples per rank and step). Every rank has
    one intra-op and one inter-op thread and its own core. Figures: step time, examples/s, speedup
    over 1 rank, efficiency (speedup / 2). Step time = rank 0's seconds from an epoch's start to its
-   last training batch (validation excluded) / steps, median over the epochs after the first.
+   last training batch (validation excluded) / steps, median over the epochs after the first of
+   ``--rounds`` interleaved rounds of the three runs.
 2. **Collectives**: the exchanges of one model-parallel step of that model, alone, on 2 ranks
    (allgather of ``[4, 100, 10]`` lane outputs; grouped allreduce of the replicated decoder's
    gradients), median of 30 after 5 untimed: their seconds and their share of the step.
@@ -55,31 +56,38 @@ def job_env() -> dict:
 
 
 def steady(epoch_seconds: list[float]) -> tuple[float, float, float]:
-    """Median, lowest and highest of the epochs after the first (which traces the model)."""
-    later = epoch_seconds[1:]
+    """Median, lowest and highest of the epochs after each run's first (which traces the model);
+    ``epoch_seconds`` holds one list per run."""
+    later = [seconds for run in epoch_seconds for seconds in run[1:]]
     return statistics.median(later), min(later), max(later)
 
 
-def scaling(root: Path, quick: bool) -> dict:
+def scaling(root: Path, quick: bool, rounds: int) -> dict:
+    """Each run ``rounds`` times, the runs interleaved (this VM's speed drifts by up to 2x over
+    minutes); step time = the median over every round's epochs after the first."""
     examples, epochs = SCALING["quick" if quick else "full"]
     steps = examples // 100
     options = [*MODEL, "--lanes", str(LANES), "--width", str(WIDTH), "--depth", "1", "--limit-train",
                str(steps * 100), "--limit-test", "100", "--epochs", str(epochs), "--speeds", "equal"]
+    seconds: dict[str, list[list[float]]] = {name: [] for name, _, _ in RUNS}
+    for round_ in range(rounds):
+        for name, ranks, extra in RUNS:
+            folder = root / f"round{round_}" / name.replace(" ", "_").replace(",", "")
+            folder.mkdir(parents=True)
+            seconds[name].append(horovod_scaling.launch(ranks, [*options, *extra, "--out", str(folder / "out")],
+                                                        job_env(), folder))
+            print(f"round {round_ + 1} {name:26s} steps {', '.join(f'{s / steps:.3f}' for s in seconds[name][-1][1:])} s",
+                  flush=True)
     runs = {}
-    for name, ranks, extra in RUNS:
-        folder = root / name.replace(" ", "_").replace(",", "")
-        folder.mkdir(parents=True)
-        seconds = horovod_scaling.launch(ranks, [*options, *extra, "--out", str(folder / "out")], job_env(), folder)
-        median, low, high = steady(seconds)
-        runs[name] = {"ranks": ranks, "epoch_train_seconds": seconds, "step_seconds": median / steps,
+    for name, ranks, _ in RUNS:
+        median, low, high = steady(seconds[name])
+        runs[name] = {"ranks": ranks, "epoch_train_seconds": seconds[name], "step_seconds": median / steps,
                       "step_seconds_range": [low / steps, high / steps], "examples_per_second": steps * 100 / median}
-        print(f"{name:26s} step {median / steps:.3f} s ({low / steps:.3f}-{high / steps:.3f})  "
-              f"{steps * 100 / median:7.1f} examples/s", flush=True)
     one = runs["1 rank"]["examples_per_second"]
     for run in runs.values():
         run["speedup"] = run["examples_per_second"] / one
         run["efficiency"] = run["speedup"] / run["ranks"]
-    return {"examples_per_epoch": steps * 100, "epochs": epochs, "steps_per_epoch": steps,
+    return {"examples_per_epoch": steps * 100, "epochs": epochs, "steps_per_epoch": steps, "rounds": rounds,
             "lanes": f"{LANES} x width {WIDTH}, depth 1", "runs": runs}
 
 
@@ -172,7 +180,7 @@ def heterogeneous(root: Path, quick: bool, draws: int) -> dict:
                 print(f"{name:16s} failed: {runs[name]['failed']}", flush=True)
                 continue
             summary = json.loads((folder / "out" / "summary.json").read_text())
-            median, low, high = steady(seconds)
+            median, low, high = steady([seconds])
             steps = -(-examples // 100)
             runs[name] = {"strategy": strategy, "seed": seed, "step_seconds": median / steps,
                           "step_seconds_range": [low / steps, high / steps],
@@ -207,22 +215,23 @@ def measure(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="mlcn_model_parallel_") as temporary:
         root = Path(temporary)
         if "scaling" in parts:
-            results["scaling"] = scaling(root, args.quick)
+            results["scaling"] = scaling(root, args.quick, args.rounds)
         if "collectives" in parts:
             step = results.get("scaling", {}).get("runs", {}).get("2 ranks, model parallel", {}).get("step_seconds")
             results["collectives"] = collectives(root, step)
         if "heterogeneous" in parts:
             results["heterogeneous"] = heterogeneous(root, args.quick, args.random_draws)
     if "scaling" in results:
-        print(f"\n{'run':26s} {'step s':>7s} {'examples/s':>10s} {'speedup':>8s} {'efficiency':>10s}")
+        print(f"\n{'run':26s} {'step s':>7s} {'range':>13s} {'examples/s':>10s} {'speedup':>8s} {'efficiency':>10s}")
         for name, run in results["scaling"]["runs"].items():
-            print(f"{name:26s} {run['step_seconds']:7.3f} {run['examples_per_second']:10.1f} "
+            low, high = run["step_seconds_range"]
+            print(f"{name:26s} {run['step_seconds']:7.3f} {low:6.3f}-{high:6.3f} {run['examples_per_second']:10.1f} "
                   f"{run['speedup']:8.2f} {run['efficiency']:10.2f}")
     return {"quick": args.quick, "threads_per_rank": 1, "cores": len(os.sched_getaffinity(0)), **results}
 
 
 def main(argv=None) -> int:
-    parser = _harness.parser(__doc__, threads=None)
+    parser = _harness.parser(__doc__, threads=None, rounds=3)
     parser.add_argument("--quick", action="store_true", help="fewer examples (a few minutes)")
     parser.add_argument("--parts", default="scaling,collectives,heterogeneous",
                         help="comma-separated subset of scaling,collectives,heterogeneous")
