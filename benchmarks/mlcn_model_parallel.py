@@ -1,5 +1,8 @@
 """MLCN model parallel across Horovod ranks (Rosario et al. 2019's "mlcn-model"), in one run.
 
+0. **Two-core capacity**, before and after part 1: a one-thread matmul loop alone on one core vs
+   one on each of two cores at once (2.0 = two independent cores). On this shared VM it varied
+   between runs; a 2-rank speedup cannot exceed it.
 1. **Scaling** (MLCN 8 lanes x width 4, depth 1, batch 100, synthetic 28x28 shapes):
    ``train.py --task mlcn`` on 1 rank, on 2 ranks ``--parallel model`` (4 lanes each) and on 2
    ranks ``--parallel data`` (``--sync gradients``, 50 examples per rank and step). Every rank has
@@ -89,6 +92,38 @@ def scaling(root: Path, quick: bool, rounds: int) -> dict:
         run["efficiency"] = run["speedup"] / run["ranks"]
     return {"examples_per_epoch": steps * 100, "epochs": epochs, "steps_per_epoch": steps, "rounds": rounds,
             "lanes": f"{LANES} x width {WIDTH}, depth 1", "runs": runs}
+
+
+SPIN = """
+import os, sys, time
+import numpy as np
+os.sched_setaffinity(0, {int(sys.argv[1])})
+a = np.random.default_rng(0).random((400, 400))
+start = time.perf_counter()
+for _ in range(300):
+    a @ a
+print(time.perf_counter() - start)
+"""
+
+
+def core_capacity() -> dict:
+    """How much two cores give at the moment: a one-thread matmul loop alone on the first core,
+    then one on each of the first two cores at once; capacity = 2 x alone / together (2.0: two
+    independent cores; less when the VM's vCPUs share a physical core or the host is busy)."""
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+    def spin(cores: list[int]) -> list[float]:
+        jobs = [subprocess.Popen([sys.executable, "-c", SPIN, str(core)], stdout=subprocess.PIPE, text=True, env=env)
+                for core in cores]
+        return [float(job.communicate()[0]) for job in jobs]
+
+    alone = spin(cpus[:1])[0]
+    together = max(spin(cpus))
+    figures = {"alone_seconds": alone, "together_seconds": together, "capacity": 2 * alone / together}
+    print(f"two-core capacity: {figures['capacity']:.2f} (one matmul loop alone {alone:.2f} s, "
+          f"one on each core at once {together:.2f} s)", flush=True)
+    return figures
 
 
 def run_collectives(report: Path, cpus: str | None) -> int:
@@ -215,7 +250,9 @@ def measure(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="mlcn_model_parallel_") as temporary:
         root = Path(temporary)
         if "scaling" in parts:
+            results["capacity_before"] = core_capacity()
             results["scaling"] = scaling(root, args.quick, args.rounds)
+            results["capacity_after"] = core_capacity()
         if "collectives" in parts:
             step = results.get("scaling", {}).get("runs", {}).get("2 ranks, model parallel", {}).get("step_seconds")
             results["collectives"] = collectives(root, step)
