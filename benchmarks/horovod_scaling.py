@@ -78,11 +78,13 @@ def run_worker(report: Path, cpus: str | None, job_argv: list[str]) -> int:
     return status
 
 
-def launch(workers: int, job_argv: list[str], env: dict, folder: Path, pin_cores: bool = True) -> list[float]:
+def launch(workers: int, job_argv: list[str], env: dict, folder: Path, pin_cores: bool = True,
+           cpus: list[int] | None = None) -> list[float]:
     """``train.py JOB_ARGV`` on ``workers`` local Gloo workers; rank 0's training seconds per epoch.
-    ``pin_cores``: pin each worker to its own core (when there are enough)."""
+    ``pin_cores``: pin each worker to its own core (when there are enough) of ``cpus`` (default:
+    those this process may use)."""
     report = folder / "report.json"
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus = cpus or sorted(os.sched_getaffinity(0))
     pin = ["--cpus", ",".join(map(str, cpus))] if pin_cores and len(cpus) >= workers else []
     command = [str(Path(sys.executable).parent / "horovodrun"), "-np", str(workers), "-H", f"localhost:{workers}",
                "--gloo", sys.executable, str(Path(__file__).resolve()), "--worker", str(report), *pin, "--", *job_argv]

@@ -1,15 +1,15 @@
 """MLCN model parallel across Horovod ranks (Rosario et al. 2019's "mlcn-model"), in one run.
 
-0. **Two-core capacity**, before and after part 1: a one-thread matmul loop alone on one core vs
-   one on each of two cores at once (2.0 = two independent cores). On this shared VM it varied
-   between runs; a 2-rank speedup cannot exceed it.
 1. **Scaling** (MLCN 8 lanes x width 4, depth 1, batch 100, synthetic 28x28 shapes):
    ``train.py --task mlcn`` on 1 rank, on 2 ranks ``--parallel model`` (4 lanes each) and on 2
    ranks ``--parallel data`` (``--sync gradients``, 50 examples per rank and step). Every rank has
    one intra-op and one inter-op thread and its own core. Figures: step time, examples/s, speedup
    over 1 rank, efficiency (speedup / 2). Step time = rank 0's seconds from an epoch's start to its
    last training batch (validation excluded) / steps, median over the epochs after the first of
-   ``--rounds`` interleaved rounds of the three runs.
+   ``--rounds`` interleaved rounds of the runs. Each round also runs two 1-rank jobs at once, one
+   per core: *capacity* = 2 x (1-rank step alone) / (1-rank step beside another), what two cores
+   of this shared VM give this workload at the time (2.0: two independent cores; their caches and
+   memory bandwidth are shared); a 2-rank speedup cannot exceed it.
 2. **Collectives**: the exchanges of one model-parallel step of that model, alone, on 2 ranks
    (allgather of ``[4, 100, 10]`` lane outputs; grouped allreduce of the replicated decoder's
    gradients), median of 30 after 5 untimed: their seconds and their share of the step.
@@ -29,6 +29,7 @@ host: see ``docs/capsnet.md``.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import statistics
@@ -48,6 +49,7 @@ RUNS = (("1 rank", 1, ["--batch-size", "100"]),
         ("2 ranks, model parallel", 2, ["--batch-size", "100", "--parallel", "model"]),
         ("2 ranks, data parallel", 2, ["--batch-size", "50", "--parallel", "data", "--sync", "gradients"]))
 """Each run's steps see 100 examples (data parallel: 50 per rank), so all take the same optimizer steps."""
+PAIRED = "2 x 1 rank at once"
 LANES, WIDTH = 8, 4
 DECODER = ((LANES * 10, 512), (512,), (512, 1024), (1024,), (1024, 784), (784,))
 """Shapes of the replicated weights (decoder on 10 classes x 8 lanes, 28x28x1 output)."""
@@ -73,6 +75,7 @@ def scaling(root: Path, quick: bool, rounds: int) -> dict:
     options = [*MODEL, "--lanes", str(LANES), "--width", str(WIDTH), "--depth", "1", "--limit-train",
                str(steps * 100), "--limit-test", "100", "--epochs", str(epochs), "--speeds", "equal"]
     seconds: dict[str, list[list[float]]] = {name: [] for name, _, _ in RUNS}
+    seconds[PAIRED] = []
     for round_ in range(rounds):
         for name, ranks, extra in RUNS:
             folder = root / f"round{round_}" / name.replace(" ", "_").replace(",", "")
@@ -81,6 +84,10 @@ def scaling(root: Path, quick: bool, rounds: int) -> dict:
                                                         job_env(), folder))
             print(f"round {round_ + 1} {name:26s} steps {', '.join(f'{s / steps:.3f}' for s in seconds[name][-1][1:])} s",
                   flush=True)
+        seconds[PAIRED].extend(paired_runs(root / f"round{round_}" / "paired", [*options, *RUNS[0][2]]))
+        print(f"round {round_ + 1} {PAIRED:26s} steps " + "; ".join(
+            ", ".join(f"{s / steps:.3f}" for s in run[1:]) for run in seconds[PAIRED][-2:]) + " s", flush=True)
+    paired_median = steady(seconds.pop(PAIRED))[0]
     runs = {}
     for name, ranks, _ in RUNS:
         median, low, high = steady(seconds[name])
@@ -90,40 +97,25 @@ def scaling(root: Path, quick: bool, rounds: int) -> dict:
     for run in runs.values():
         run["speedup"] = run["examples_per_second"] / one
         run["efficiency"] = run["speedup"] / run["ranks"]
+    capacity = 2 * runs["1 rank"]["step_seconds"] / (paired_median / steps)
+    print(f"capacity of two cores for this workload: {capacity:.2f} (1-rank step beside another "
+          f"{paired_median / steps:.3f} s)", flush=True)
     return {"examples_per_epoch": steps * 100, "epochs": epochs, "steps_per_epoch": steps, "rounds": rounds,
-            "lanes": f"{LANES} x width {WIDTH}, depth 1", "runs": runs}
+            "lanes": f"{LANES} x width {WIDTH}, depth 1", "runs": runs,
+            "paired_one_rank_step_seconds": paired_median / steps, "two_core_capacity": capacity}
 
 
-SPIN = """
-import os, sys, time
-import numpy as np
-os.sched_setaffinity(0, {int(sys.argv[1])})
-a = np.random.default_rng(0).random((400, 400))
-start = time.perf_counter()
-for _ in range(300):
-    a @ a
-print(time.perf_counter() - start)
-"""
-
-
-def core_capacity() -> dict:
-    """How much two cores give at the moment: a one-thread matmul loop alone on the first core,
-    then one on each of the first two cores at once; capacity = 2 x alone / together (2.0: two
-    independent cores; less when the VM's vCPUs share a physical core or the host is busy)."""
+def paired_runs(folder: Path, job_argv: list[str]) -> list[list[float]]:
+    """Two 1-rank jobs at once, one pinned to each of the first two cores: their epoch seconds."""
     cpus = sorted(os.sched_getaffinity(0))[:2]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-    def spin(cores: list[int]) -> list[float]:
-        jobs = [subprocess.Popen([sys.executable, "-c", SPIN, str(core)], stdout=subprocess.PIPE, text=True, env=env)
-                for core in cores]
-        return [float(job.communicate()[0]) for job in jobs]
+    def one(index: int) -> list[float]:
+        (folder / str(index)).mkdir(parents=True)
+        return horovod_scaling.launch(1, [*job_argv, "--out", str(folder / str(index) / "out")], job_env(),
+                                      folder / str(index), cpus=[cpus[index]])
 
-    alone = spin(cpus[:1])[0]
-    together = max(spin(cpus))
-    figures = {"alone_seconds": alone, "together_seconds": together, "capacity": 2 * alone / together}
-    print(f"two-core capacity: {figures['capacity']:.2f} (one matmul loop alone {alone:.2f} s, "
-          f"one on each core at once {together:.2f} s)", flush=True)
-    return figures
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        return list(pool.map(one, range(2)))
 
 
 def run_collectives(report: Path, cpus: str | None) -> int:
@@ -250,9 +242,7 @@ def measure(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="mlcn_model_parallel_") as temporary:
         root = Path(temporary)
         if "scaling" in parts:
-            results["capacity_before"] = core_capacity()
             results["scaling"] = scaling(root, args.quick, args.rounds)
-            results["capacity_after"] = core_capacity()
         if "collectives" in parts:
             step = results.get("scaling", {}).get("runs", {}).get("2 ranks, model parallel", {}).get("step_seconds")
             results["collectives"] = collectives(root, step)
