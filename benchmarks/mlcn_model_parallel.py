@@ -9,7 +9,8 @@
    ``--rounds`` interleaved rounds of the runs. Each round also runs two 1-rank jobs at once, one
    per core: *capacity* = 2 x (1-rank step alone) / (1-rank step beside another), what two cores
    of this shared VM give this workload at the time (2.0: two independent cores; their caches and
-   memory bandwidth are shared); a 2-rank speedup cannot exceed it.
+   memory bandwidth are shared). It is as noisy as the runs: slow epochs of the 1-rank run alone
+   can push it above 2.
 2. **Collectives**: the exchanges of one model-parallel step of that model, alone, on 2 ranks
    (allgather of ``[4, 100, 10]`` lane outputs; grouped allreduce of the replicated decoder's
    gradients), median of 30 after 5 untimed: their seconds and their share of the step.
@@ -60,7 +61,7 @@ def job_env() -> dict:
             "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
 
 
-def steady(epoch_seconds: list[float]) -> tuple[float, float, float]:
+def steady(epoch_seconds: list[list[float]]) -> tuple[float, float, float]:
     """Median, lowest and highest of the epochs after each run's first (which traces the model);
     ``epoch_seconds`` holds one list per run."""
     later = [seconds for run in epoch_seconds for seconds in run[1:]]
