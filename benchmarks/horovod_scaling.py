@@ -45,11 +45,16 @@ SIZES = {  # (training examples, epochs) per task
 }
 
 
+def pin_local_rank(cpus: str | None) -> None:
+    """Inside ``horovodrun``: pin this process to CPU ``cpus[local rank]`` (comma-separated), if given."""
+    if cpus:
+        os.sched_setaffinity(0, {int(cpus.split(",")[int(os.environ["HOROVOD_LOCAL_RANK"])])})
+
+
 def run_worker(report: Path, cpus: str | None, job_argv: list[str]) -> int:
     """Inside ``horovodrun``: pinned to CPU ``cpus[local rank]`` (if given), train with a timer;
     rank 0 writes the training seconds per epoch."""
-    if cpus:
-        os.sched_setaffinity(0, {int(cpus.split(",")[int(os.environ["HOROVOD_LOCAL_RANK"])])})
+    pin_local_rank(cpus)
     import horovod.tensorflow as hvd
     import keras
 

@@ -122,8 +122,7 @@ def paired_runs(folder: Path, job_argv: list[str]) -> list[list[float]]:
 def run_collectives(report: Path, cpus: str | None) -> int:
     """Inside ``horovodrun -np 2``: time the exchanges of one model-parallel step of the 8x4
     model (each rank pinned to its core); rank 0 writes the medians."""
-    if cpus:
-        os.sched_setaffinity(0, {int(cpus.split(",")[int(os.environ["HOROVOD_LOCAL_RANK"])])})
+    horovod_scaling.pin_local_rank(cpus)
     import horovod.tensorflow as hvd
     import tensorflow as tf
 

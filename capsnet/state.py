@@ -32,14 +32,19 @@ def _optimizer_key(model: keras.Model, name: str) -> str:
     return name[len(prefix):] if name.startswith(prefix) else name
 
 
+def _keyed_variables(model: keras.Model) -> dict[str, keras.Variable]:
+    """:func:`_model_keys` and, if the model's optimizer is built, its variables by key."""
+    keyed = _model_keys(model)
+    optimizer = getattr(model, "optimizer", None)  # None or absent: not compiled
+    if optimizer is not None and optimizer.built:
+        keyed.update({_optimizer_key(model, v.name): v for v in optimizer.variables})
+    return keyed
+
+
 def training_state(model: keras.Model, keep=lambda key: True) -> dict[str, np.ndarray]:
     """``{key: value}`` of the model's variables and its optimizer's (if built) whose key ``keep``
     accepts."""
-    state = {key: v.numpy() for key, v in _model_keys(model).items()}
-    optimizer = getattr(model, "optimizer", None)  # None or absent: not compiled
-    if optimizer is not None and optimizer.built:
-        state.update({_optimizer_key(model, v.name): v.numpy() for v in optimizer.variables})
-    return {key: value for key, value in state.items() if keep(key)}
+    return {key: v.numpy() for key, v in _keyed_variables(model).items() if keep(key)}
 
 
 def restore_training_state(model: keras.Model, state: dict[str, np.ndarray]) -> None:
@@ -50,9 +55,7 @@ def restore_training_state(model: keras.Model, state: dict[str, np.ndarray]) -> 
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None and not optimizer.built:
         optimizer.build(model.trainable_variables)
-    targets = _model_keys(model)
-    if optimizer is not None:
-        targets.update({_optimizer_key(model, v.name): v for v in optimizer.variables})
+    targets = _keyed_variables(model)
     trainable = {id(v) for v in model.trainable_variables}
     required = {key for key, v in targets.items() if id(v) in trainable}
     missing = sorted(key for key in required if key not in state)

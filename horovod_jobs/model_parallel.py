@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from capsnet.devices import parse_devices
 from capsnet.models import MultiLaneCapsNet, device_scope
-from capsnet.placement import lane_costs, probe_device_seconds, speeds_from_seconds
+from capsnet.placement import lane_costs, probe_device_seconds, speed_map, speeds_from_seconds
 from capsnet.rank_placement import Slot, format_slot_table, place_on_slots, slot_placement_record
 from capsnet.state import restore_training_state, training_state
 from capsnet.training import Setup, TrainConfig, saved_state
@@ -270,20 +270,6 @@ def gather_slots(layout: RankGroups, devices: list[str], probe: bool) -> tuple[l
     return slots, speeds_from_seconds(slot_seconds) if probe else None
 
 
-def given_speeds(text: str, slots: list[Slot]) -> list[float] | None:
-    """``--speeds equal`` (``None``: all 1.0) or one number per slot, rank-major, as a list."""
-    if text == "equal":
-        return None
-    try:
-        values = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise ValueError(f"--speeds: expected auto, equal or one number per slot, got {text!r}") from None
-    if len(values) != len(slots):
-        raise ValueError(f"--speeds gives {len(values)} speeds for {len(slots)} slots "
-                         f"({', '.join(map(str, slots))}): one per rank and device, rank by rank")
-    return values
-
-
 def build_shard(config: TrainConfig, setup: Setup, layout: RankGroups, sets: ProcessSets) -> Setup:
     """Collective: place ``setup.lanes`` over the replica's slots (costs and speeds as
     ``capsnet train``; every rank computes the same placement, checked), build this rank's
@@ -294,7 +280,7 @@ def build_shard(config: TrainConfig, setup: Setup, layout: RankGroups, sets: Pro
     main_device = setup.main_device or devices[0]
     slots, speeds = gather_slots(layout, devices, probe=config.speeds == "auto")
     if config.speeds != "auto":
-        speeds = given_speeds(config.speeds, slots)
+        speeds = list(speed_map(config.speeds, [str(slot) for slot in slots]).values())
     costs = lane_costs(config.cost, lanes, input_shape=data.image_shape, n_class=data.num_classes,
                        device=main_device, batch_size=config.batch_size)
     costs = hvd.broadcast_object(costs, root_rank=0, name="capsnet.lane_costs")  # measured ones differ
