@@ -25,7 +25,7 @@ SECTIONS = {
 FRAMEWORK_PACKAGES = {"TensorFlow": "tensorflow", "PyTorch": "torch", "MXNet": "mxnet"}
 
 
-NOT_INSTALLED = "not installed"
+from tfnhr.stack import NOT_INSTALLED
 
 
 def installed() -> bool:
@@ -37,6 +37,11 @@ def extension_built(framework: str) -> bool:
     """Whether Horovod's compiled library for ``framework`` exists in the installation."""
     package = Path(importlib.util.find_spec("horovod").origin).parent / FRAMEWORK_PACKAGES[framework]
     return any(package.glob("mpi_lib*.so"))
+
+
+def built_frameworks() -> list[str]:
+    """The frameworks whose Horovod extension library is installed (no import, no subprocess)."""
+    return [name for name in FRAMEWORK_PACKAGES if extension_built(name)]
 
 
 def check_build(horovodrun: Path | None = None) -> dict[str, list[str]]:

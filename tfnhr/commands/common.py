@@ -11,9 +11,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tfnhr.choices import DECODERS, KINDS
+from tfnhr.ranges import COUNT, Range
+
+USAGE_HINT = "see {prog} --help"
 
 USER_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, ValueError)
 """What a command reports as one line with exit status 2 (bad input, not a bug)."""
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr, ``PROG: error: MESSAGE (see PROG
+    --help)``, with exit status 2; its sub-command parsers are of the same class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({USAGE_HINT.format(prog=self.prog)})\n")
 
 
 def reports_errors(command: str, errors: tuple[type[Exception], ...] = USER_ERRORS
@@ -47,14 +58,6 @@ def size_pair(text: str) -> tuple[int, int]:
     return height, width
 
 
-def int_list(text: str) -> tuple[int, ...]:
-    """``"2,10,50"`` -> ``(2, 10, 50)``."""
-    try:
-        return tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     """Options that select data in IAM layout or an HDF5 file (train, evaluate, dump)."""
     parser.add_argument("--data", type=Path, required=True,
@@ -72,9 +75,9 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
 def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
     """Beam-search/LM options (evaluate, recognize, serve)."""
     parser.add_argument("--lm", type=Path, default=None, help="ARPA word n-gram model (tfnhr lm build)")
-    parser.add_argument("--beam-width", type=int, default=25, help="hypotheses kept per column")
-    parser.add_argument("--alpha", type=float, default=0.5, help="LM weight")
-    parser.add_argument("--beta", type=float, default=1.0, help="word insertion bonus")
+    parser.add_argument("--beam-width", type=COUNT.type, default=25, help="hypotheses kept per column")
+    parser.add_argument("--alpha", type=Range(0).type, default=0.5, help="LM weight")
+    parser.add_argument("--beta", type=Range().type, default=1.0, help="word insertion bonus")
     parser.add_argument("--closed-vocabulary", action="store_true",
                         help="only words of the LM's vocabulary may be output")
 

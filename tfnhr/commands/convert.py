@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tfnhr.choices import COMPRESSIONS, KINDS, SOURCES, SUBSETS
 from tfnhr.commands.common import reports_errors
+from tfnhr.ranges import COUNT
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -27,7 +28,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="'official' or a folder with train/valid/test id lists (as for tfnhr train)")
     parser.add_argument("--keep-err", action="store_true", help="keep rows whose IAM segmentation is 'err'")
     parser.add_argument("--subsets", nargs="+", choices=SUBSETS, default=list(SUBSETS), help="subsets to write")
-    parser.add_argument("--height", type=int, default=None,
+    parser.add_argument("--height", type=COUNT.type, default=None,
                         help="scale images to this height (px) before storing; none: keep their sizes")
     parser.add_argument("--compression", choices=COMPRESSIONS, default="none",
                         help="of the pixels: gzip makes smaller files that load several times slower")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tfnhr.choices import DEFAULT_BATCH_PIXELS, SUBSETS
 from tfnhr.commands.common import add_data_arguments, reports_errors
+from tfnhr.ranges import COUNT
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -22,8 +23,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="a layer to dump (repeat for several); unknown names list the model's layers")
     add_data_arguments(parser)
     parser.add_argument("--subset", choices=SUBSETS, default="val", help="which subset")
-    parser.add_argument("--max", type=int, default=None, help="dump only the first N samples")
-    parser.add_argument("--batch-pixels", type=int, default=DEFAULT_BATCH_PIXELS, help="pixel budget of one batch")
+    parser.add_argument("--max", type=COUNT.type, default=None, help="dump only the first N samples")
+    parser.add_argument("--batch-pixels", type=COUNT.type, default=DEFAULT_BATCH_PIXELS, help="pixel budget of one batch")
     parser.add_argument("--out", type=Path, required=True, help="HDF5 file to write")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tfnhr.choices import DECODERS, SUBSETS
 from tfnhr.commands.common import add_data_arguments, add_decoder_arguments, decoder_from_args, reports_errors
+from tfnhr.ranges import COUNT, NONNEGATIVE_COUNT
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -19,11 +20,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     add_data_arguments(parser)
     parser.add_argument("--subset", choices=SUBSETS, default="test", help="which subset")
-    parser.add_argument("--max", type=int, default=None, help="evaluate only the first N samples")
+    parser.add_argument("--max", type=COUNT.type, default=None, help="evaluate only the first N samples")
     add_decoder_arguments(parser)
     parser.add_argument("--decoders", nargs="+", choices=DECODERS, default=None,
                         help="decoders to compare; none given: greedy, and beam+lm with --lm")
-    parser.add_argument("--show", type=int, default=0, help="print the first N references and hypotheses")
+    parser.add_argument("--show", type=NONNEGATIVE_COUNT.type, default=0, help="print the first N references and hypotheses")
     parser.add_argument("--json", type=Path, default=None, help="also write the table as JSON here")
     parser.set_defaults(run=run)
 

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from tfnhr.commands.common import reports_errors
+from tfnhr.ranges import Range
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -21,9 +22,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     build.add_argument("--text", nargs="+", required=True, type=Path, metavar="FILE",
                        help="UTF-8 text files, one sentence per line (empty lines are skipped)")
-    build.add_argument("--order", type=int, default=3, help="n-gram order (at least 2)")
+    build.add_argument("--order", type=Range(2, integer=True).type, default=3, help="n-gram order (at least 2)")
     build.add_argument("--out", type=Path, default=Path("lm.arpa"), help="the ARPA file to write")
-    build.add_argument("--discount", type=float, default=None,
+    build.add_argument("--discount", type=Range(0, 1, low_open=True, high_open=True).type, default=None,
                        help="a fixed Kneser-Ney discount in (0, 1) instead of the modified KN "
                             "discounts D1, D2, D3+ estimated per order")
     build.set_defaults(run=run)

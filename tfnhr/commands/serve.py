@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tfnhr.choices import DEFAULT_BATCH_PIXELS
 from tfnhr.commands.common import add_decoder_choice, decoder_from_args, reports_errors
+from tfnhr.ranges import COUNT, NONNEGATIVE, PORT
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -21,17 +22,17 @@ def register(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8080, help="port to listen on (0: any free port)")
-    parser.add_argument("--batch-pixels", type=int, default=DEFAULT_BATCH_PIXELS,
+    parser.add_argument("--port", type=PORT.type, default=8080, help="port to listen on (0: any free port)")
+    parser.add_argument("--batch-pixels", type=COUNT.type, default=DEFAULT_BATCH_PIXELS,
                         help="pixel budget of one model call (images scaled to the model's height)")
-    parser.add_argument("--max-wait-ms", type=float, default=10.0,
+    parser.add_argument("--max-wait-ms", type=NONNEGATIVE.type, default=10.0,
                         help="how long the worker waits for more images after the first of a batch "
                              "(0: only images already queued join)")
-    parser.add_argument("--max-body-bytes", type=int, default=Limits.max_body_bytes,
+    parser.add_argument("--max-body-bytes", type=COUNT.type, default=Limits.max_body_bytes,
                         help="larger request bodies are refused with 413 unread")
-    parser.add_argument("--max-height", type=int, default=Limits.max_height,
+    parser.add_argument("--max-height", type=COUNT.type, default=Limits.max_height,
                         help="taller images are refused with 413 before decoding (pixels)")
-    parser.add_argument("--max-width", type=int, default=Limits.max_width,
+    parser.add_argument("--max-width", type=COUNT.type, default=Limits.max_width,
                         help="wider images are refused with 413 before decoding (pixels)")
     parser.add_argument("--access-log", type=Path, default=None, help="append access-log lines here, not to stderr")
     add_decoder_choice(parser)

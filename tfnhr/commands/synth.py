@@ -7,6 +7,7 @@ import json
 
 from tfnhr.choices import KINDS
 from tfnhr.commands.common import reports_errors
+from tfnhr.ranges import COUNT, NONNEGATIVE_COUNT, POSITIVE
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -20,17 +21,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, help="folder to write (new, empty, or an earlier synthetic set)")
     parser.add_argument("--kind", choices=(*KINDS, "both"), default="lines",
                         help="line images, word images, or lines plus the words cropped from them")
-    parser.add_argument("--train", type=int, default=2000,
+    parser.add_argument("--train", type=NONNEGATIVE_COUNT.type, default=2000,
                         help="training examples (lines, or words for --kind words)")
-    parser.add_argument("--val", type=int, default=200, help="validation examples (held-out fonts)")
-    parser.add_argument("--test", type=int, default=200, help="test examples (other held-out fonts)")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--val", type=NONNEGATIVE_COUNT.type, default=200, help="validation examples (held-out fonts)")
+    parser.add_argument("--test", type=NONNEGATIVE_COUNT.type, default=200, help="test examples (other held-out fonts)")
+    parser.add_argument("--seed", type=NONNEGATIVE_COUNT.type, default=0,
                         help="random seed (example i of a split depends only on it)")
-    parser.add_argument("--font-size", type=float, nargs=2, metavar=("MIN", "MAX"), default=(28.0, 38.0),
+    parser.add_argument("--font-size", type=POSITIVE.type, nargs=2, metavar=("MIN", "MAX"), default=(28.0, 38.0),
                         help="range of the font size in px (at 28-38 px, line images are about 37-72 px high)")
-    parser.add_argument("--min-chars", type=int, default=None,
+    parser.add_argument("--min-chars", type=COUNT.type, default=None,
                         help="shortest text in characters; None: 12 for lines, 1 for words")
-    parser.add_argument("--max-chars", type=int, default=None,
+    parser.add_argument("--max-chars", type=COUNT.type, default=None,
                         help="longest text in characters; None: 40 for lines, 16 for words")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run_synth)

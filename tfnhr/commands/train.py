@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from tfnhr.choices import AUGMENT_LEVELS, CELLS, HALVE_ON, MODEL_PRESETS, OPTIMIZERS, shipped_configs
-from tfnhr.commands.common import add_data_arguments, int_list, reports_errors, size_pair
+from tfnhr.commands.common import add_data_arguments, reports_errors, size_pair
+from tfnhr.ranges import COUNT, TRAIN, each
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -50,73 +51,53 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                              "training parameters")
     parser.add_argument("--preset", choices=MODEL_PRESETS, default=unset,
                         help="model size: small = MDLSTM (2, 10, 50) (default), large = (4, 20, 100)")
-    parser.add_argument("--units", type=int_list, default=unset, help="MDLSTM units per level (overrides --preset)")
-    parser.add_argument("--filters", type=int_list, default=unset, help="block-conv filters (overrides --preset)")
+    parser.add_argument("--units", type=each(COUNT), default=unset, help="MDLSTM units per level (overrides --preset)")
+    parser.add_argument("--filters", type=each(COUNT), default=unset, help="block-conv filters (overrides --preset)")
     parser.add_argument("--block", type=size_pair, nargs="+", default=unset,
                         help="block-conv kernel=stride HxW: one for both convolutions, or one each (default 2x4)")
-    parser.add_argument("--dropout", type=float, default=unset,
+    parser.add_argument("--dropout", type=TRAIN["dropout"].type, default=unset,
                         help=f"dropout on MDLSTM outputs (default {defaults.dropout})")
     parser.add_argument("--cell", choices=CELLS, default=unset,
                         help=f"MDLSTM cell (default {defaults.cell})")
-    parser.add_argument("--height", type=int, default=unset, help="scale images to this height (px; default: keep)")
-    parser.add_argument("--batch-pixels", type=int, default=unset,
+    parser.add_argument("--height", type=TRAIN["height"].type, default=unset, help="scale images to this height (px; default: keep)")
+    parser.add_argument("--batch-pixels", type=TRAIN["batch_pixels"].type, default=unset,
                         help=f"pixel budget of one batch, after scaling (default {defaults.batch_pixels})")
-    parser.add_argument("--epochs", type=int, default=unset, help=f"maximum epochs (default {defaults.epochs})")
-    parser.add_argument("--lr", type=float, default=unset, help=f"learning rate (default {defaults.learning_rate})")
+    parser.add_argument("--epochs", type=TRAIN["epochs"].type, default=unset, help=f"maximum epochs (default {defaults.epochs})")
+    parser.add_argument("--lr", type=TRAIN["learning_rate"].type, default=unset, help=f"learning rate (default {defaults.learning_rate})")
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default=unset, help=f"optimizer (default {defaults.optimizer})")
-    parser.add_argument("--clipnorm", type=float, default=unset,
+    parser.add_argument("--clipnorm", type=TRAIN["clipnorm"].type, default=unset,
                         help=f"gradient global-norm clipping (default {defaults.clipnorm})")
     parser.add_argument("--halve-on", choices=HALVE_ON, default=unset,
                         help="halve the LR (reset the optimizer, restore the best weights) when the validation "
                              "CER/WER get worse than the best epoch's: either of them (default), both, one, "
                              "or never (constant LR)")
-    parser.add_argument("--halve-start", type=_fraction_or_none, default=unset,
+    parser.add_argument("--halve-start", type=TRAIN["halve_start"].type, default=unset,
                         help="halving starts once the validation CER is below this fraction of the first "
                              "validation's (the model has left CTC's blank phase); 'none': from the start "
                              f"(default {defaults.halve_start})")
-    parser.add_argument("--halve-patience", type=int, default=unset,
+    parser.add_argument("--halve-patience", type=TRAIN["halve_patience"].type, default=unset,
                         help=f"worse validations in a row before halving, at least one epoch's worth (default {defaults.halve_patience})")
     parser.add_argument("--augment", choices=AUGMENT_LEVELS, default=unset,
                         help=f"training-time image augmentation level (default {defaults.augment})")
-    parser.add_argument("--anneal", type=_anneal_start, default=unset, metavar="FRACTION",
+    parser.add_argument("--anneal", type=TRAIN["anneal"].type, default=unset, metavar="FRACTION",
                         help="with --time-limit: lower the learning rate linearly to 1/20 from this fraction of "
                              f"the limit on; 'none': keep it (default {defaults.anneal})")
-    parser.add_argument("--sort-window", type=int, default=unset, metavar="BATCHES",
+    parser.add_argument("--sort-window", type=TRAIN["sort_window"].type, default=unset, metavar="BATCHES",
                         help="batch lines of similar widths, sorted within windows of this many batches: less "
                              "padding and faster steps, but one main-job run with 8 learned worse (docs/performance.md); "
                              f"1: random batches (default {defaults.sort_window})")
-    parser.add_argument("--validate-every", type=int, default=unset, metavar="UPDATES",
+    parser.add_argument("--validate-every", type=TRAIN["validate_every"].type, default=unset, metavar="UPDATES",
                         help="validate (log, checkpoint, maybe halve) every N updates instead of every epoch")
-    parser.add_argument("--seed", type=int, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--seed", type=TRAIN["seed"].type, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")
+    parser.add_argument("--threads", type=TRAIN["threads"].type, default=1,
                         help="TensorFlow threads of this process; 1 is fastest for the MDLSTM's small ops, "
                              "use more cores with Horovod workers; 0: TensorFlow's default (all cores)")
-    parser.add_argument("--max-train", type=int, default=None, help="use only the first N training samples")
-    parser.add_argument("--max-val", type=int, default=None, help="use only the first N validation samples")
-    parser.add_argument("--time-limit", type=float, default=None,
+    parser.add_argument("--max-train", type=TRAIN["max_train"].type, default=None, help="use only the first N training samples")
+    parser.add_argument("--max-val", type=TRAIN["max_val"].type, default=None, help="use only the first N validation samples")
+    parser.add_argument("--time-limit", type=TRAIN["time_limit"].type, default=None,
                         help="minutes; stop at the end of the epoch that passes it")
     parser.add_argument("--resume", action="store_true", help="continue from --out's last.keras/state.json")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
-
-
-def _fraction_or_none(text: str) -> float | None:
-    """``--halve-start``'s value: a number in (0, 1], or ``none``."""
-    if text.lower() == "none":
-        return None
-    value = float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1] or none, got {text}")
-    return value
-
-
-def _anneal_start(text: str) -> float | None:
-    """``--anneal``'s value: a number in [0, 1), or ``none``."""
-    if text.lower() == "none":
-        return None
-    value = float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1) or none, got {text}")
-    return value
 
 
 def options_from_args(args: argparse.Namespace):

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
+from tfnhr import ranges
 from tfnhr.choices import AUGMENT_LEVELS, SCHEDULES
 from tfnhr.network.config_file import NetworkConfig
 
@@ -88,18 +89,10 @@ class TrainOptions:
     def __post_init__(self) -> None:
         if self.augment not in AUGMENT_LEVELS:
             raise ValueError(f"augment must be one of {AUGMENT_LEVELS}, got {self.augment!r}")
-        if self.validate_every is not None and self.validate_every < 1:
-            raise ValueError(f"validate_every must be >= 1 update, got {self.validate_every}")
-        if self.halve_patience < 1:
-            raise ValueError(f"halve_patience must be >= 1 validation, got {self.halve_patience}")
-        if self.halve_start is not None and not 0 < self.halve_start <= 1:
-            raise ValueError(f"halve_start must be in (0, 1] or None, got {self.halve_start}")
-        if isinstance(self.sort_window, bool) or int(self.sort_window) != self.sort_window or self.sort_window < 1:
-            raise ValueError(f"sort_window must be a positive number of batches, got {self.sort_window!r}")
-        if isinstance(self.threads, bool) or int(self.threads) != self.threads or self.threads < 0:
-            raise ValueError(f"threads must be 0 (TensorFlow's default) or a positive count, got {self.threads!r}")
-        if self.anneal is not None and not 0 <= self.anneal < 1:
-            raise ValueError(f"anneal must be in [0, 1) or None, got {self.anneal}")
+        for field, allowed in ranges.TRAIN.items():
+            allowed.check(field, getattr(self, field))
+        ranges.check_each("mdlstm_units", self.mdlstm_units, ranges.COUNT)
+        ranges.check_each("conv_filters", self.conv_filters, ranges.COUNT)
 
 
 def resolve_options(defaults: Mapping, config: NetworkConfig | None, given: Mapping,
