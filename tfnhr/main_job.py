@@ -110,7 +110,7 @@ def train_with_workers(options: TrainOptions, workers: int) -> dict:
              "--block", *(f"{h}x{w}" for h, w in options.block), "--height", str(options.height),
              "--batch-pixels", str(options.batch_pixels), "--epochs", str(options.epochs),
              "--time-limit", str(options.time_limit), "--seed", str(options.seed), "--augment", options.augment,
-             "--validate-every", str(options.validate_every), "--sort-window", str(options.sort_window)]
+             "--validate-every", str(options.validate_every), "--sort-window", str(options.sort_window), "--overwrite"]
     command = [_horovodrun(), "-np", str(workers), "-H", f"localhost:{workers}", "--gloo",
                sys.executable, "-m", "horovod_jobs.train", "--task", "nhr", *flags]
     environment = {**os.environ, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = TrainOptions(
         data=data, out=args.out / "model", preset=args.model, block=((2, 2), (2, 2)), height=IMAGE_HEIGHT,
         batch_pixels=BATCH_PIXELS, epochs=preset["epochs"], time_limit=time_limit, seed=args.seed,
-        augment=args.augment, validate_every=max(1, preset["validate_lines"] // (LINES_PER_BATCH * workers)))
+        augment=args.augment, overwrite=True, validate_every=max(1, preset["validate_lines"] // (LINES_PER_BATCH * workers)))
     summary = train(options) if workers == 1 else train_with_workers(options, workers)
     print("[4/4] evaluating the best model on held-out fonts", flush=True)
     results = {"preset": args.preset, "training": summary, "lm": {k: lm_stats[k] for k in ("vocabulary", "ngrams")}}

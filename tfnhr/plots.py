@@ -41,7 +41,7 @@ def plot_curves(log_csv: str | Path, out_png: str | Path, title: str = "training
     log = read_log(log_csv)
     if not log.get("epoch"):
         return None
-    rounds = np.asarray(log["epoch"]) + 1
+    rounds = np.asarray(log["epoch"])  # counted from 1 (tfnhr.training.callbacks.EpochLog)
     figure, loss_axis = plt.subplots(figsize=(7, 4), dpi=100)
     if "loss" in log:
         loss_axis.plot(rounds, log["loss"], color="tab:blue", marker=".", label="training loss")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from tfnhr.choices import DEFAULT_BATCH_PIXELS
 from tfnhr.commands.common import add_decoder_choice, decoder_from_args, reports_errors
-from tfnhr.ranges import COUNT, NONNEGATIVE, PORT
+from tfnhr.ranges import COUNT, NONNEGATIVE, PORT, POSITIVE
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``serve`` to the ``tfnhr`` sub-commands."""
-    from tfnhr.service.http import Limits
+    from tfnhr.service.http import Capacity, Limits
 
     parser = commands.add_parser(
         "serve", help="serve POST /recognize and GET /health over HTTP", description=__doc__.splitlines()[0],
@@ -34,6 +34,14 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="taller images are refused with 413 before decoding (pixels)")
     parser.add_argument("--max-width", type=COUNT.type, default=Limits.max_width,
                         help="wider images are refused with 413 before decoding (pixels)")
+    parser.add_argument("--header-timeout", type=POSITIVE.type, default=Limits.header_timeout_s, metavar="SECONDS",
+                        help="a client must send its request line and headers within this time, else 408")
+    parser.add_argument("--body-timeout", type=POSITIVE.type, default=Limits.body_timeout_s, metavar="SECONDS",
+                        help="a client must send its whole body within this time, else 408")
+    parser.add_argument("--backlog", type=COUNT.type, default=Capacity.backlog,
+                        help="connections the kernel queues before they are accepted (capped by net.core.somaxconn)")
+    parser.add_argument("--max-requests", type=COUNT.type, default=Capacity.max_requests,
+                        help="recognition requests admitted at once; more are answered 503 with Retry-After")
     parser.add_argument("--access-log", type=Path, default=None, help="append access-log lines here, not to stderr")
     add_decoder_choice(parser)
     parser.set_defaults(run=run)
@@ -50,10 +58,8 @@ def run(args: argparse.Namespace) -> int:
     from tfnhr.inference import Transcriber
     from tfnhr.models import load_recognizer
     from tfnhr.service.batcher import Batcher
-    from tfnhr.service.http import Limits, RecognitionServer
+    from tfnhr.service.http import Capacity, Limits, RecognitionServer
 
-    if min(args.batch_pixels, args.max_body_bytes, args.max_height, args.max_width) < 1 or args.max_wait_ms < 0:
-        raise ValueError("--batch-pixels and the --max-* limits must be positive, --max-wait-ms not negative")
     model = load_recognizer(args.model)
     transcriber = Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels)
     access_log = open(args.access_log, "a", encoding="utf-8") if args.access_log else sys.stderr
@@ -67,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         server = RecognitionServer(
             (args.host, args.port), batcher, lambda gray: scale_to_height(gray, model.input_height),
             model_name=str(args.model), charset_size=len(model.charset),
-            limits=Limits(args.max_body_bytes, args.max_height, args.max_width), access_log=access_log)
+            limits=Limits(args.max_body_bytes, args.max_height, args.max_width, args.header_timeout, args.body_timeout),
+            capacity=Capacity(args.backlog, args.max_requests), access_log=access_log)
     except OSError as error:
         batcher.close()
         raise OSError(f"cannot listen on {args.host}:{args.port}: {error}") from None
@@ -75,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, lambda *_: stop.set())
     print(f"serving {args.model} on {server.url} (batching: up to {args.batch_pixels} px per model call, "
-          f"waiting up to {args.max_wait_ms:g} ms for more images)", flush=True)
+          f"waiting up to {args.max_wait_ms:g} ms for more images; up to {args.max_requests} requests at once, "
+          f"backlog {args.backlog})", flush=True)
     server.serve_until(stop)
     if access_log is not sys.stderr:
         access_log.close()

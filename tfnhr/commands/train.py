@@ -97,6 +97,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-limit", type=TRAIN["time_limit"].type, default=None,
                         help="minutes; stop at the end of the epoch that passes it")
     parser.add_argument("--resume", action="store_true", help="continue from --out's last.keras/state.json")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the run already in --out (without --resume or this, such a folder is refused)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -115,7 +117,7 @@ def options_from_args(args: argparse.Namespace):
         given["block"] = tuple(given["block"]) * (2 if len(given["block"]) == 1 else 1)
     run = {"data": args.data, "out": args.out, "kind": args.kind, "split": args.split, "keep_err": args.keep_err,
            "max_train": args.max_train, "max_val": args.max_val, "time_limit": args.time_limit,
-           "resume": args.resume, "verbose": 0 if args.quiet else 1, "threads": args.threads}
+           "resume": args.resume, "overwrite": args.overwrite, "verbose": 0 if args.quiet else 1, "threads": args.threads}
     config = load_config(args.config) if args.config is not None else None
     flags = {field: "--" + flag.replace("_", "-") for flag, field in FLAG_FIELDS.items()}
     return resolve_options(run, config, given, names=flags)

@@ -71,8 +71,8 @@ class LoadSummary:
     ``rows``: data rows in the transcription file; ``err_rows``: of those, marked ``err``
     (kept only when ``err_kept``); ``outside_subset``: kept rows not in the requested subset
     (0 when no subset); ``candidates``: rows left to load; ``missing`` / ``empty``: image paths
-    of candidates whose file does not exist / has zero bytes (skipped); ``loaded``: samples
-    returned.
+    of candidates whose file does not exist / has zero bytes (skipped); ``err_dropped``: rows of
+    the subset left out because they are marked ``err``; ``loaded``: samples returned.
     """
 
     kind: str
@@ -83,18 +83,21 @@ class LoadSummary:
     candidates: int
     missing: tuple[str, ...]
     empty: tuple[str, ...]
+    err_dropped: int = 0
 
     @property
     def loaded(self) -> int:
         return self.candidates - len(self.missing) - len(self.empty)
 
     def skipped_message(self) -> str:
-        """e.g. ``skipped 3 of 120 lines: 2 missing images (first: …), 1 empty file (first: …)``."""
-        parts = [f"{_plural(len(paths), what)} (first: {paths[0]})"
-                 for paths, what in ((self.missing, "missing image"), (self.empty, "empty file"))
-                 if paths]
-        skipped = len(self.missing) + len(self.empty)
-        return f"skipped {skipped} of {self.candidates} {self.kind}: {', '.join(parts)}"
+        """e.g. ``skipped 4 of 121 lines: 1 row marked err (--keep-err keeps such rows), 2
+        missing images (first: …), 1 empty file (first: …)``."""
+        parts = [f"{_plural(self.err_dropped, 'row')} marked err (--keep-err keeps such rows)"] if self.err_dropped else []
+        parts += [f"{_plural(len(paths), what)} (first: {paths[0]})"
+                  for paths, what in ((self.missing, "missing image"), (self.empty, "empty file"))
+                  if paths]
+        skipped = len(self.missing) + len(self.empty) + self.err_dropped
+        return f"skipped {skipped} of {self.candidates + self.err_dropped} {self.kind}: {', '.join(parts)}"
 
 
 def parse_transcriptions(path: str | Path, kind: str) -> list[IamRecord]:
@@ -240,10 +243,11 @@ def _load(root: str | Path, kind: str, subset: str | None, split: str | Path,
         raise ValueError(f"subset must be None or one of {SUBSETS}, got {subset!r}")
     records = parse_transcriptions(_require_iam_layout(root, kind), kind)
     kept = [record for record in records if record.ok or keep_err]
-    candidates = kept
+    in_subset = records
     if subset is not None:
         ids = read_split_ids(root, split)[subset]
-        candidates = [record for record in kept if in_ids(record.id, ids)]
+        in_subset = [record for record in records if in_ids(record.id, ids)]
+    candidates = [record for record in in_subset if record.ok or keep_err]
     samples, missing, empty = [], [], []
     for record in candidates:
         path = image_path(root, kind, record.id)
@@ -258,14 +262,15 @@ def _load(root: str | Path, kind: str, subset: str | None, split: str | Path,
             samples.append(Sample(record.id, record.text, str(path)))
     summary = LoadSummary(kind=kind, rows=len(records), err_rows=sum(not r.ok for r in records),
                           err_kept=keep_err, outside_subset=len(kept) - len(candidates),
-                          candidates=len(candidates), missing=tuple(missing), empty=tuple(empty))
+                          candidates=len(candidates), missing=tuple(missing), empty=tuple(empty),
+                          err_dropped=len(in_subset) - len(candidates))
     return samples, summary
 
 
 def _warn_if_skipped(summary: LoadSummary) -> None:
     """One :class:`SkippedSamplesWarning` when images were skipped, pointing at the caller of
     the public loader."""
-    if summary.missing or summary.empty:
+    if summary.missing or summary.empty or summary.err_dropped:
         warnings.warn(summary.skipped_message(), SkippedSamplesWarning, stacklevel=3)
 
 

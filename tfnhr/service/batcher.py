@@ -21,6 +21,10 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 
+RECENT_WEIGHT = 0.2
+"""The newest batch's weight in :attr:`Batcher.seconds_per_item`."""
+
+
 class BatcherClosed(RuntimeError):
     """:meth:`Batcher.submit` after :meth:`Batcher.close`."""
 
@@ -56,6 +60,7 @@ class Batcher(Generic[Item, Result]):
         self._lock = threading.Lock()
         self._closed = False
         self._waiting = self._items = self._batches = 0
+        self._seconds_per_item = 0.0
         self._worker = threading.Thread(target=self._work, name=name, daemon=True)
         self._worker.start()
 
@@ -95,6 +100,12 @@ class Batcher(Generic[Item, Result]):
         return self._items
 
     @property
+    def seconds_per_item(self) -> float:
+        """Recent seconds of ``run_batch`` per item (a moving average over batches, weight
+        :data:`RECENT_WEIGHT` on the newest); 0 before the first batch."""
+        return self._seconds_per_item
+
+    @property
     def batches_run(self) -> int:
         """Calls of ``run_batch`` so far."""
         return self._batches
@@ -132,6 +143,7 @@ class Batcher(Generic[Item, Result]):
         return batch, stopping
 
     def _run(self, batch: list[_Job]) -> None:
+        started = time.perf_counter()
         try:
             results = list(self._run_batch([job.item for job in batch]))
             if len(results) != len(batch):
@@ -142,6 +154,9 @@ class Batcher(Generic[Item, Result]):
         else:
             for job, result in zip(batch, results):
                 job.future.set_result(result)
+        per_item = (time.perf_counter() - started) / len(batch)
         with self._lock:
+            self._seconds_per_item = (per_item if not self._batches else
+                                      RECENT_WEIGHT * per_item + (1 - RECENT_WEIGHT) * self._seconds_per_item)
             self._items += len(batch)
             self._batches += 1

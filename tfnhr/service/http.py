@@ -1,17 +1,30 @@
 """The HTTP front of the recognition service: routes, request limits, JSON answers, access log.
 
 Routes: ``POST /recognize`` (a raw image or ``multipart/form-data`` files, see
-:mod:`tfnhr.service.payload`) and ``GET /health``. Every answer is JSON and closes the
-connection (one request per connection, so shutting down never waits on idle keep-alive
-connections). A request thread decodes and checks its images, scales them to the model's
-height, submits them to the :class:`~tfnhr.service.batcher.Batcher` and waits for the results;
-only the batcher's worker thread touches the model.
+:mod:`tfnhr.service.payload`) and ``GET /health``. Every answer is JSON with an HTTP status
+line and closes the connection (one request per connection, so shutting down never waits on
+idle keep-alive connections). A request thread decodes and checks its images, scales them to the
+model's height, submits them to the :class:`~tfnhr.service.batcher.Batcher` and waits for the
+results; only the batcher's worker thread touches the model.
+
+Under load (:class:`Capacity`): the kernel queues up to ``backlog`` connections not yet
+accepted; at most ``max_requests`` recognition requests are admitted at once, and one more is
+answered 503 with ``Retry-After`` (seconds, from the recent time per image) without reading its
+body. Stalled clients (:class:`Limits`): the request line and headers must arrive within
+``header_timeout_s`` and the body within ``body_timeout_s`` (totals, not per packet), else 408.
+After every answer the server stops sending, reads and discards what the client still sends
+(up to :data:`LINGER_SECONDS`), then closes: closing a socket with unread input makes the
+kernel reset the connection, which can destroy the answer before the client reads it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import math
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,13 +42,50 @@ Recognition = tuple[str, float]
 """What the batch function returns per image: (text, confidence in (0, 1])."""
 
 
+LINGER_SECONDS = 2.0
+"""How long a closing connection waits for the client's rest of input (and end of stream)."""
+LINGER_BYTES = 16_000_000
+"""How much of the client's unread input a closing connection reads and discards at most."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """What ``POST /recognize`` accepts: body size (bytes) and image size (pixels)."""
+    """What ``POST /recognize`` accepts: body size (bytes), image size (pixels), and the seconds
+    a client may take to send its request line and headers, and its body (totals)."""
 
     max_body_bytes: int = 10_000_000
     max_height: int = 512
     max_width: int = 8192
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Capacity:
+    """How many clients the server holds: ``backlog`` connections waiting to be accepted (the
+    kernel caps it at ``net.core.somaxconn``) and ``max_requests`` recognition requests admitted
+    at once (reading, waiting for the model or being recognized); more get 503."""
+
+    backlog: int = 1024
+    max_requests: int = 256
+
+
+class _DeadlineSocketReader(io.RawIOBase):
+    """The reading side of a socket where every ``recv`` waits at most until ``deadline()``
+    (monotonic seconds): a client trickling bytes cannot stretch a total timeout."""
+
+    def __init__(self, sock: socket.socket, deadline: Callable[[], float]) -> None:
+        self._socket, self._deadline = sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        remaining = self._deadline() - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("deadline passed")
+        self._socket.settimeout(remaining)
+        return self._socket.recv_into(buffer)
 
 
 class RecognitionServer(ThreadingHTTPServer):
@@ -51,13 +101,14 @@ class RecognitionServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], batcher: Batcher[np.ndarray, Recognition],
                  prepare: Callable[[np.ndarray], np.ndarray], *, model_name: str, charset_size: int,
-                 limits: Limits, access_log: TextIO) -> None:
+                 limits: Limits, access_log: TextIO, capacity: Capacity = Capacity()) -> None:
+        self.request_queue_size = capacity.backlog  # read by server_activate() in __init__
         super().__init__(address, RecognitionHandler)
-        self.batcher, self.prepare, self.limits = batcher, prepare, limits
+        self.batcher, self.prepare, self.limits, self.capacity = batcher, prepare, limits, capacity
         self.model_name, self.charset_size = model_name, charset_size
         self.access_log = access_log
         self._lock = threading.Lock()
-        self._requests_served = self._in_flight = 0
+        self._requests_served = self._in_flight = self._refused = 0
         self._started = time.monotonic()
 
     @property
@@ -66,10 +117,25 @@ class RecognitionServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}"
 
-    def count_in_flight(self, change: int) -> None:
-        """A ``/recognize`` request starts (+1) or is answered (-1)."""
+    def admit(self) -> bool:
+        """Admit one more ``/recognize`` request if fewer than ``capacity.max_requests`` are in
+        flight (then call :meth:`leave` when it is answered); else count it as refused."""
         with self._lock:
-            self._in_flight += change
+            if self._in_flight >= self.capacity.max_requests:
+                self._refused += 1
+                return False
+            self._in_flight += 1
+            return True
+
+    def leave(self) -> None:
+        """An admitted ``/recognize`` request was answered."""
+        with self._lock:
+            self._in_flight -= 1
+
+    def retry_after(self) -> int:
+        """Seconds a refused client should wait: the requests in flight times the recent
+        seconds per image, at least 1."""
+        return max(1, math.ceil(self._in_flight * self.batcher.seconds_per_item))
 
     def count_served(self) -> None:
         """One more ``/recognize`` request answered with results."""
@@ -84,12 +150,39 @@ class RecognitionServer(ThreadingHTTPServer):
             "charset_size": self.charset_size,
             "requests_served": self._requests_served,
             "requests_in_flight": self._in_flight,
+            "requests_refused": self._refused,
             "images_recognized": self.batcher.items_done,
             "batches_run": self.batcher.batches_run,
             "queue_length": self.batcher.queue_length,
             "uptime_s": round(time.monotonic() - self._started, 1),
             "batching": {"batch_pixels": self.batcher.budget, "max_wait_ms": self.batcher.max_wait_s * 1000},
+            "capacity": dataclasses.asdict(self.capacity),
         }
+
+    def handle_error(self, request: socket.socket, client_address: tuple) -> None:
+        """A request thread failed outside the answer's own error handling: a client that went
+        away (nothing to say) or a bug (one line on stderr, not the standard library's traceback)."""
+        error = sys.exc_info()[1]
+        if not isinstance(error, (ConnectionError, TimeoutError)):
+            print(f"tfnhr serve: error while answering {client_address[0]}: {type(error).__name__}: {error}",
+                  file=sys.stderr, flush=True)
+
+    def shutdown_request(self, request: socket.socket) -> None:
+        """Close a connection without resetting it: stop sending, then read and discard what
+        the client still sends (a body never read, e.g. after 413 or 503) until it closes, for
+        at most :data:`LINGER_SECONDS` and :data:`LINGER_BYTES`."""
+        try:
+            request.shutdown(socket.SHUT_WR)
+            deadline, drained = time.monotonic() + LINGER_SECONDS, 0
+            while drained < LINGER_BYTES and (remaining := deadline - time.monotonic()) > 0:
+                request.settimeout(remaining)
+                chunk = request.recv(65536)
+                if not chunk:
+                    break
+                drained += len(chunk)
+        except OSError:  # the client is gone or silent: nothing left to wait for
+            pass
+        self.close_request(request)
 
     def write_log(self, line: str) -> None:
         """Append one line to the access log (thread-safe, flushed)."""
@@ -114,9 +207,36 @@ class RecognitionHandler(BaseHTTPRequestHandler):
     server: RecognitionServer
     server_version = f"tfnhr/{tfnhr.__version__}"
     protocol_version = "HTTP/1.1"  # for "Expect: 100-continue"; every answer still closes
-    timeout = 30  # seconds a client may stall while sending its request
+    default_request_version = "HTTP/1.0"  # a garbled request line still gets a status line
 
     ROUTES = {"/recognize": "POST", "/health": "GET"}
+
+    def setup(self) -> None:
+        super().setup()
+        self._deadline = time.monotonic() + self.server.limits.header_timeout_s
+        self._started = time.perf_counter()
+        self.requestline, self.command, self.request_version = "", "", self.default_request_version
+        self.rfile.close()
+        self.rfile = io.BufferedReader(_DeadlineSocketReader(self.connection, lambda: self._deadline))
+
+    def handle_one_request(self) -> None:
+        """Read the request line and headers within ``limits.header_timeout_s`` (else 408),
+        then answer (:meth:`_dispatch`); any method goes to the router."""
+        try:
+            self.raw_requestline = self.rfile.readline(65537)
+            if not self.raw_requestline:  # connected and closed without a request
+                self.close_connection = True
+                return
+            if len(self.raw_requestline) > 65536:
+                self._send_json(414, {"error": "the request line is longer than 65536 bytes"})
+                return
+            if not self.parse_request():  # parse_request answered already
+                return
+        except TimeoutError:
+            self._send_json(408, {"error": f"the request line and headers did not arrive within "
+                                           f"{self.server.limits.header_timeout_s:g} s"})
+            return
+        self._dispatch()
 
     def parse_request(self) -> bool:
         self._started = time.perf_counter()  # the request line has arrived
@@ -145,8 +265,11 @@ class RecognitionHandler(BaseHTTPRequestHandler):
             self._send_json(405, {"error": f"{path} takes {allowed}, not {method}"}, {"Allow": allowed})
         elif path == "/health":
             self._send_json(200, self.server.health())
+        elif not self.server.admit():
+            retry = self.server.retry_after()
+            self._send_json(503, {"error": f"the server is busy ({self.server.capacity.max_requests} requests in "
+                                           f"flight): retry in {retry} s"}, {"Retry-After": str(retry)})
         else:
-            self.server.count_in_flight(+1)
             try:
                 status, answer = 200, self._recognize()
             except RequestError as error:
@@ -154,10 +277,8 @@ class RecognitionHandler(BaseHTTPRequestHandler):
             except Exception as error:  # noqa: BLE001  (a bug must still get an answer)
                 status, answer = 500, {"error": f"{type(error).__name__}: {error}"}
             finally:
-                self.server.count_in_flight(-1)
+                self.server.leave()
             self._send_json(status, answer)
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _dispatch
 
     def _check_recognize_headers(self) -> int:
         """The body length (bytes) of a ``POST /recognize``, checked before reading the body."""
@@ -181,10 +302,7 @@ class RecognitionHandler(BaseHTTPRequestHandler):
     def _recognize(self) -> dict:
         """Read, check and recognize the images of the body; the answer of a raw image, or
         ``{"results": [...]}`` (with file names) for multipart."""
-        length = self._check_recognize_headers()
-        body = self.rfile.read(length)
-        if len(body) < length:
-            raise RequestError(400, f"the body ended after {len(body)} of {length} bytes")
+        body = self._read_body(self._check_recognize_headers())
         content_type = self.headers.get("Content-Type")
         limits = self.server.limits
         parts = image_parts(body, content_type)
@@ -208,12 +326,30 @@ class RecognitionHandler(BaseHTTPRequestHandler):
             return results[0]
         return {"results": results}
 
+    def _read_body(self, length: int) -> bytes:
+        """The ``length`` bytes of the body, all within ``limits.body_timeout_s``:
+        :class:`RequestError` 408 if they do not arrive in time, 400 if the client closes early."""
+        self._deadline = time.monotonic() + self.server.limits.body_timeout_s
+        chunks, received = [], 0
+        try:
+            while received < length:
+                chunk = self.rfile.read1(min(length - received, 1 << 20))
+                if not chunk:
+                    raise RequestError(400, f"the body ended after {received} of {length} bytes")
+                chunks.append(chunk)
+                received += len(chunk)
+        except TimeoutError:
+            raise RequestError(408, f"the body did not arrive within {self.server.limits.body_timeout_s:g} s "
+                                    f"({received} of {length} bytes came)") from None
+        return b"".join(chunks)
+
     def _elapsed_ms(self) -> float:
         return (time.perf_counter() - getattr(self, "_started", time.perf_counter())) * 1000
 
     def _send_json(self, status: int, answer: dict, headers: dict[str, str] | None = None) -> None:
         body = json.dumps(answer).encode() + b"\n"
         self._body_bytes = len(body)
+        self.connection.settimeout(self.server.limits.body_timeout_s)  # a client that does not read
         self.send_response(status)
         for name, value in {"Content-Type": "application/json", "Content-Length": str(len(body)),
                             "Connection": "close", **(headers or {})}.items():
@@ -222,10 +358,14 @@ class RecognitionHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         if self.command != "HEAD":
             self.wfile.write(body)
+        self.wfile.flush()
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The standard library's own errors (bad request line, unsupported method, ...) as JSON."""
         self._send_json(code, {"error": message or self.responses.get(code, ("error",))[0]})
+
+    def log_error(self, format: str, *args) -> None:
+        """Nothing: every answer, errors included, has its one access-log line (:meth:`log_request`)."""
 
     def log_request(self, code: int = 0, size: int | str = "-") -> None:
         """One access-log line per answer, common-log style plus the time in ms:

@@ -71,8 +71,9 @@ def read_gray(data: bytes, name: str, max_height: int, max_width: int) -> np.nda
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size
-    except Image.DecompressionBombError as error:
-        raise RequestError(413, f"{name}: {error}") from error
+    except Image.DecompressionBombError:  # PIL's backstop, far above the limit: same answer
+        raise RequestError(413, f"{name}: the image has more pixels than the limit of {max_width}x{max_height} px "
+                                f"(width x height)") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
         width = height = 0  # not an image (or empty): decode_gray below says so
     if height > max_height or width > max_width:

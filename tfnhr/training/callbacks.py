@@ -2,7 +2,7 @@
 
 Put :class:`ValidationErrorRates` first in the callback list: it adds ``val_cer``/``val_wer`` to
 the epoch logs that the callbacks after it (:class:`LearningRateHalving`,
-:class:`BestCheckpoint`, ``CSVLogger``, ``TensorBoard``) read.
+:class:`BestCheckpoint`, :class:`EpochLog`, ``TensorBoard``) read.
 """
 
 from __future__ import annotations
@@ -100,6 +100,7 @@ class LearningRateHalving(keras.callbacks.Callback):
         if patience < 1:
             raise ValueError(f"patience must be >= 1, got {patience}")
         self.halve_on, self.min_learning_rate = halve_on, min_learning_rate
+        self.floor_reached: int | None = None  # the epoch whose halving would have passed the floor
         self.start_below, self.patience = start_below, patience
         state = initial_state or {}
         self.best: dict | None = state.get("best")
@@ -149,6 +150,9 @@ class LearningRateHalving(keras.callbacks.Callback):
         new_rate = float(keras.ops.convert_to_numpy(optimizer.learning_rate)) / 2
         if new_rate < self.min_learning_rate:
             self.model.stop_training = True
+            self.floor_reached = epoch + 1
+            print(f"\nepoch {epoch + 1}: validation error got worse, and halving would take the learning rate "
+                  f"below {self.min_learning_rate:g}: training stops", flush=True)
             return
         optimizer.learning_rate = new_rate
         reset_optimizer_state(optimizer)
@@ -168,6 +172,14 @@ def save_atomically(model: keras.Model, path: str | Path) -> None:
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+class EpochLog(keras.callbacks.CSVLogger):
+    """Keras' ``CSVLogger`` with epochs counted from 1, as the screen and ``summary.json`` count
+    them (Keras passes 0-based epoch indices)."""
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        super().on_epoch_end(epoch + 1, logs)
 
 
 class BestCheckpoint(keras.callbacks.Callback):

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import keras
@@ -41,11 +43,13 @@ from tfnhr.models.recognizer import build_recognizer
 from tfnhr.models.saving import load_recognizer
 from tfnhr.network.errors import NetworkConfigError
 from tfnhr.plots import plot_curves
-from tfnhr.training.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeBudgetAnnealing,
-                                      TimeLimit, ValidationErrorRates)
+from tfnhr.training.callbacks import (BestCheckpoint, EpochLog, LearningRateHalving, ResumeState,
+                                      TimeBudgetAnnealing, TimeLimit, ValidationErrorRates)
 from tfnhr.training.options import TrainOptions
 
 RESUME_FILES = ("last.keras", "state.json")
+RUN_FILES = ("best.keras", *RESUME_FILES, "log.csv", "summary.json", "curves.png", "charset.json", "tensorboard")
+"""What a run writes into its folder; a folder holding any of them is a run (see :func:`claim_run_folder`)."""
 
 
 def make_optimizer(spec: str | dict, learning_rate: float, clipnorm: float | None):
@@ -116,9 +120,10 @@ def _use_threads(threads: int) -> None:
 def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     """Train (or resume) as ``options`` say; returns the summary (also in ``summary.json``)."""
     hooks = hooks or TrainingHooks()
+    out = Path(options.out)
+    claim_run_folder(out, options.resume, options.overwrite, clear=hooks.writes)
     _use_threads(options.threads)
     started = time.monotonic()
-    out = Path(options.out)
     if hooks.writes:
         out.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(options.seed)
@@ -155,7 +160,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     time_limit = hooks.time_limit(float("inf") if options.time_limit is None else 60 * options.time_limit)
     writers = [
         BestCheckpoint(out / "best.keras", best_cer=halving.best["val_cer"] if halving.best else float("inf")),
-        keras.callbacks.CSVLogger(str(out / "log.csv"), append=state is not None),
+        EpochLog(str(out / "log.csv"), append=state is not None),
         keras.callbacks.TensorBoard(str(out / "tensorboard"), write_graph=False, profile_batch=0),
         ResumeState(out, halving),
     ]
@@ -173,7 +178,9 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
                         initial_epoch=initial_epoch, shuffle=False, callbacks=callbacks,
                         verbose=_keras_verbosity(options.verbose))
     collapse = blank_phase_collapse(history.history)
+    best_model = out / "best.keras"
     summary = {
+        "stop_reason": stop_reason(halving, time_limit, options, fit_rounds["epochs"]),
         "epochs_run": len(history.epoch),
         "last_epoch": (history.epoch[-1] + 1) if history.epoch else initial_epoch,
         "best_epoch": halving.best and halving.best["epoch"],
@@ -186,7 +193,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         "val_examples": len(val_set),
         "parameters": model.count_params(),
         "seconds": round(time.monotonic() - started, 1),
-        "model": str(out / "best.keras"),
+        "model": str(best_model) if best_model.is_file() else None,
     }
     if hooks.writes:
         (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -194,8 +201,34 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     if options.verbose:
         print_table(summary)
     if collapse is not None:
-        print(f"warning: {collapse}", file=sys.stderr, flush=True)
+        warnings.warn(collapse, stacklevel=2)
     return summary
+
+
+def claim_run_folder(out: Path, resume: bool, overwrite: bool, clear: bool = True) -> None:
+    """Check that training may write into ``out``: a folder holding an earlier run
+    (:data:`RUN_FILES`) needs ``resume`` (continue it) or ``overwrite`` (then, if ``clear``, its
+    run files are deleted first, so that none of them is mistaken for the new run's);
+    ``ValueError`` naming both otherwise. A new or empty folder, or one with other files, is fine."""
+    earlier = [name for name in RUN_FILES if (out / name).exists()]
+    if not earlier or resume:
+        return
+    if not overwrite:
+        raise ValueError(f"{out} already holds a training run ({', '.join(earlier)}): pass --resume to continue "
+                         f"it, --overwrite to replace it, or another --out")
+    if clear:
+        for name in earlier:
+            shutil.rmtree(out / name) if (out / name).is_dir() else (out / name).unlink()
+
+
+def stop_reason(halving: LearningRateHalving, time_limit: TimeLimit, options: TrainOptions, epochs: int) -> str:
+    """Why training ended, in words: the learning-rate floor, the time limit or all epochs run."""
+    if halving.floor_reached is not None:
+        return (f"learning-rate floor: at epoch {halving.floor_reached} halving would have taken the learning rate "
+                f"below {halving.min_learning_rate:g}")
+    if time_limit.stopped_early:
+        return f"time limit: {options.time_limit:g} min passed"
+    return f"epochs: all {epochs} {'validation rounds' if options.validate_every else 'epochs'} run"
 
 
 def _rounds(train_data: tf.data.Dataset, options: TrainOptions, initial_epoch: int) -> dict:

@@ -50,6 +50,9 @@ class TrainOptions:
     runs thousands of small ops per step, which a second thread slows down (docs/performance.md:
     14.4 lines/s on one thread vs 11.2 on two for the small preset, 7.5 vs 5.8 for the large one,
     on 2 cores); use further cores with Horovod workers (``python -m tfnhr.main_job`` does).
+    ``resume``: continue the run in ``out``; ``overwrite``: replace it (without either, an
+    ``out`` holding a run is refused: :func:`~tfnhr.training.loop.claim_run_folder`). Every
+    numeric field is checked against :data:`tfnhr.ranges.TRAIN` (``ValueError`` naming it).
     """
 
     data: Path
@@ -82,6 +85,7 @@ class TrainOptions:
     max_val: int | None = None
     time_limit: float | None = None
     resume: bool = False
+    overwrite: bool = False
     verbose: int = 1
     network: dict | None = None
     network_source: str | None = None
