@@ -47,6 +47,10 @@ OPTIMIZERS = ("adam", "sgd", "rmsprop", "nadam", "adagrad", "adadelta")
 """Optimizer names of config files and ``--optimizer``."""
 
 DECODERS = ("greedy", "beam", "beam+lm")
+RECOGNIZE_FORMATS = ("text", "tsv", "json", "jsonl")
+"""Output formats of ``tfnhr recognize``."""
+DEVICES = ("auto", "cpu", "gpu")
+"""Where a command runs its model: a GPU if TensorFlow sees one, the CPU, or a GPU (required)."""
 """CTC decoders (:func:`tfnhr.decoding.make_decoder`)."""
 
 SYNC_MODES = ("gradients", "average")

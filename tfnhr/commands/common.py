@@ -90,6 +90,22 @@ def add_decoder_choice(parser: argparse.ArgumentParser) -> None:
                         help="default: beam+lm with --lm, else greedy")
 
 
+def use_device(device: str) -> None:
+    """Make TensorFlow run on ``device`` (:data:`tfnhr.choices.DEVICES`): ``cpu`` hides the GPUs,
+    ``gpu`` requires one (``ValueError`` naming what TensorFlow sees), ``auto`` changes nothing.
+    Call before the model is built or loaded."""
+    if device == "auto":
+        return
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if device == "cpu":
+        tf.config.set_visible_devices([], "GPU")
+    elif not gpus:
+        raise ValueError("--device gpu: TensorFlow sees no GPU (this is a CPU-only TensorFlow, or no driver); "
+                         "use --device cpu or auto")
+
+
 def decoder_from_args(name: str | None, args: argparse.Namespace, charset):
     """The decoder ``name`` (``None``: beam+lm with ``--lm``, else greedy) configured by the
     beam/LM arguments (:func:`tfnhr.decoding.make_decoder`)."""

@@ -59,3 +59,19 @@ def scale_to_height(gray: np.ndarray, height: int | None) -> np.ndarray:
 def to_ink(gray: np.ndarray) -> np.ndarray:
     """uint8 ``[H, W]`` gray -> float32 ``[H, W, 1]`` ink in [0, 1] (``1 - gray / 255``)."""
     return (1.0 - gray.astype(np.float32) / 255.0)[..., None]
+
+
+MIN_READABLE_HEIGHT = 8
+"""Fewer rows (px) than this hold no legible handwriting, whatever the model's input height."""
+MIN_READABLE_WIDTH = 4
+"""Fewer columns (px) than this hold no legible handwriting."""
+
+
+def unreadable_reason(gray: np.ndarray) -> str | None:
+    """Why a gray ``[H, W]`` image is too small to read (a model would only guess), or ``None``
+    if it is at least :data:`MIN_READABLE_HEIGHT` x :data:`MIN_READABLE_WIDTH` px."""
+    height, width = gray.shape[:2]
+    if height < MIN_READABLE_HEIGHT or width < MIN_READABLE_WIDTH:
+        return (f"too small to read: {width}x{height} px (width x height; at least "
+                f"{MIN_READABLE_WIDTH}x{MIN_READABLE_HEIGHT} px)")
+    return None

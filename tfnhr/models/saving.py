@@ -7,6 +7,7 @@ file finds whichever class it names.
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import keras
@@ -21,11 +22,23 @@ def load_recognizer(path: str | Path) -> CtcModel:
     :class:`ConfigNetwork`. Use this rather than ``keras.models.load_model`` in a fresh process:
     importing this module registers the classes the file names.
 
-    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a file that holds no
-    recognizer."""
-    if not Path(path).is_file():
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a folder (naming the
+    ``best.keras`` in it), a file that is not a Keras archive or cannot be loaded, or one that
+    holds no recognizer."""
+    path = Path(path)
+    if path.is_dir():
+        inside = path / "best.keras"
+        hint = f"did you mean {inside}?" if inside.is_file() else "pass a .keras file, e.g. a training run's best.keras"
+        raise ValueError(f"{path} is a folder, not a model file: {hint}")
+    if not path.is_file():
         raise FileNotFoundError(f"{path}: no such model file")
-    model = keras.models.load_model(path)
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is not a Keras model file (a .keras file is a zip archive; this one is not)")
+    try:
+        model = keras.models.load_model(path)
+    except Exception as error:  # noqa: BLE001  (Keras raises many kinds for a damaged archive)
+        reason = " ".join(str(error).split())[:300]
+        raise ValueError(f"{path} could not be loaded as a Keras model: {type(error).__name__}: {reason}") from None
     if not isinstance(model, CtcModel):
         raise ValueError(f"{path} holds a {type(model).__name__}, not a tfnhr recognizer")
     return model

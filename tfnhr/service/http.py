@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 import tfnhr
+from tfnhr.data.images import unreadable_reason
 from tfnhr.service.batcher import Batcher, BatcherClosed
 from tfnhr.service.payload import RequestError, body_kind, image_parts, read_gray
 
@@ -301,25 +302,28 @@ class RecognitionHandler(BaseHTTPRequestHandler):
 
     def _recognize(self) -> dict:
         """Read, check and recognize the images of the body; the answer of a raw image, or
-        ``{"results": [...]}`` (with file names) for multipart."""
+        ``{"results": [...]}`` (with file names) for multipart. An image too small to read
+        (:func:`~tfnhr.data.images.unreadable_reason`) gets an empty text, confidence 0 and a
+        ``warning``, without a model call."""
         body = self._read_body(self._check_recognize_headers())
         content_type = self.headers.get("Content-Type")
         limits = self.server.limits
         parts = image_parts(body, content_type)
-        items = [self.server.prepare(read_gray(data, name, limits.max_height, limits.max_width))
-                 for name, data in parts]
+        grays = [read_gray(data, name, limits.max_height, limits.max_width) for name, data in parts]
+        reasons = [unreadable_reason(gray) for gray in grays]
         try:
-            futures = [self.server.batcher.submit(item) for item in items]
+            futures = [None if reason else self.server.batcher.submit(self.server.prepare(gray))
+                       for gray, reason in zip(grays, reasons)]
         except BatcherClosed as error:
             raise RequestError(503, str(error)) from error
         results = []
-        for (name, _), future in zip(parts, futures):
+        for (name, _), future, reason in zip(parts, futures, reasons):
             try:
-                text, confidence = future.result()
+                text, confidence = future.result() if future else ("", 0.0)
             except Exception as error:  # noqa: BLE001  (reported to the client, the server stays up)
                 raise RequestError(500, f"recognition failed: {type(error).__name__}: {error}") from error
             results.append({"name": name, "text": text, "confidence": confidence,
-                            "time_ms": round(self._elapsed_ms(), 1)})
+                            "time_ms": round(self._elapsed_ms(), 1), **({"warning": reason} if reason else {})})
         self.server.count_served()
         if body_kind(content_type) == "image":
             del results[0]["name"]

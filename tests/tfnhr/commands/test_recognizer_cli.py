@@ -67,10 +67,11 @@ def test_train_writes_models_logs_and_summary(workspace):
         assert (run / name).is_file(), name
     assert list((run / "tensorboard").rglob("events.out.tfevents.*"))
     rows = list(csv.DictReader(open(run / "log.csv")))
-    assert [row["epoch"] for row in rows] == ["0"]
+    assert [row["epoch"] for row in rows] == ["1"]  # counted from 1, as on screen and in summary.json
     assert {"loss", "val_cer", "val_wer", "learning_rate"} <= set(rows[0])
     summary = json.loads((run / "summary.json").read_text())
     assert summary["epochs_run"] == 1 and summary["best_epoch"] == 1
+    assert summary["stop_reason"] == "epochs: all 1 epochs run" and summary["model"] == str(run / "best.keras")
     assert summary["best_val_cer"] == pytest.approx(float(rows[0]["val_cer"]))
     model = keras.models.load_model(run / "best.keras")
     assert model.input_height == 24 and model.mdlstm_units == (2, 6, 16)
@@ -88,7 +89,7 @@ def test_resume_continues_from_the_saved_epoch(workspace, tmp_path):
     assert iterations > 0
     assert main(["train", "--data", str(workspace / "synth"), "--out", str(run), "--epochs", "2",
                  "--resume", "--quiet", "--batch-pixels", "40000", *TINY_MODEL]) == 0
-    assert [row["epoch"] for row in csv.DictReader(open(run / "log.csv"))] == ["0", "1"]
+    assert [row["epoch"] for row in csv.DictReader(open(run / "log.csv"))] == ["1", "2"]
     assert json.loads((run / "state.json").read_text())["epoch"] == 2
     resumed = keras.models.load_model(run / "last.keras")
     if json.loads((run / "state.json").read_text())["halving"]["halvings"] == [2]:
@@ -129,6 +130,73 @@ def test_recognize_prints_text_and_reports_unreadable_files(workspace, tmp_path,
                            capture_output=True, text=True, timeout=300)
     assert fresh.returncode == 0, fresh.stderr[-2000:]
     assert fresh.stdout.split("\t")[:2] == [str(image), text]
+
+
+@pytest.mark.slow
+def test_recognize_formats_output_file_and_images_too_small_to_read(workspace, tmp_path, capsys):
+    model_path = workspace / "run" / "best.keras"
+    image = next((workspace / "synth" / "lines").rglob("*.png"))
+    tiny, garbage = tmp_path / "tiny.png", tmp_path / "garbage.png"
+    Image.fromarray(np.zeros((1, 1), np.uint8)).save(tiny)
+    garbage.write_bytes(b"not an image")
+    assert main(["recognize", "--model", str(model_path), str(image), "--format", "text"]) == 0
+    text = capsys.readouterr().out.rstrip("\n")
+    assert main(["recognize", "--model", str(model_path), str(image), str(tiny), str(garbage),
+                 "--format", "json", "--out", str(tmp_path / "out.json"), "--batch-pixels", "5000"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err
+    assert err[0] == f"tfnhr recognize: warning: {tiny}: too small to read: 1x1 px (width x height; at least 4x8 px)"
+    assert err[1].startswith(f"tfnhr recognize: error: {garbage}: not a readable image")
+    results = json.loads((tmp_path / "out.json").read_text())
+    assert [set(r) for r in results] == [{"path", "text", "confidence"}, {"path", "text", "confidence", "warning"},
+                                         {"path", "error"}]
+    assert results[0]["text"] == text and 0 < results[0]["confidence"] <= 1
+    assert (results[1]["text"], results[1]["confidence"]) == ("", 0.0) and "too small" in results[1]["warning"]
+    assert main(["recognize", "--model", str(model_path), str(image), str(garbage), "--format", "jsonl"]) == 1
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines == [results[0], results[2]]
+    assert main(["recognize", "--model", str(model_path), str(image), "--device", "cpu"]) == 0
+    assert capsys.readouterr().out == f"{image}\t{text}\t{results[0]['confidence']:.3f}\n"
+
+
+@pytest.mark.slow
+def test_a_run_folder_is_refused_without_resume_or_overwrite(workspace, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("best.keras", "log.csv", "summary.json"):
+        (run / name).write_bytes((workspace / "run" / name).read_bytes())
+    before = (run / "best.keras").read_bytes()
+    train = ["train", "--data", str(workspace / "synth"), "--out", str(run), "--epochs", "1", "--quiet",
+             "--batch-pixels", "40000", "--max-train", "8", "--max-val", "3", *TINY_MODEL]
+    assert main(train) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tfnhr train: error: {run} already holds a training run (best.keras, log.csv, "
+                          "summary.json): pass --resume to continue it, --overwrite to replace it")
+    assert (run / "best.keras").read_bytes() == before
+    assert main([*train, "--overwrite"]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["train_examples"] == 8 and summary["stop_reason"] == "epochs: all 1 epochs run"
+    assert [row["epoch"] for row in csv.DictReader(open(run / "log.csv"))] == ["1"]  # the old rows are gone
+
+
+def test_model_files_that_are_not_models_are_named_as_such(workspace, tmp_path, capsys):
+    (tmp_path / "random.keras").write_bytes(np.random.default_rng(0).bytes(1000))
+    for model, message in [(workspace / "run", f"{workspace / 'run'} is a folder, not a model file: did you mean "
+                                                f"{workspace / 'run' / 'best.keras'}?"),
+                           (tmp_path, f"{tmp_path} is a folder, not a model file: pass a .keras file"),
+                           (tmp_path / "random.keras", "is not a Keras model file (a .keras file is a zip archive")]:
+        assert main(["recognize", "--model", str(model), str(tmp_path / "x.png")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+
+
+def test_device_gpu_without_a_gpu_is_a_one_line_error(tmp_path, capsys):
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU")
+    assert main(["recognize", "--model", str(tmp_path / "m.keras"), str(tmp_path / "x.png"), "--device", "gpu"]) == 2
+    assert "--device gpu: TensorFlow sees no GPU" in capsys.readouterr().err
 
 
 def test_bad_inputs_give_one_line_errors(tmp_path, capsys):

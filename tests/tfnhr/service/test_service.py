@@ -254,12 +254,12 @@ def test_errors_of_the_batch_function_answer_500_and_the_server_stays_up():
     serving = threading.Thread(target=server.serve_until, args=(stop,))
     serving.start()
     client = Client(*server.server_address[:2])
-    image = encode(np.full((4, 9), 255, np.uint8), "PNG")
+    image = encode(np.full((10, 9), 255, np.uint8), "PNG")
     assert client.request("POST", "/recognize", image, {"Content-Type": "image/png"}) == (
         500, {"error": "recognition failed: RuntimeError: the model fell over"})
     failing.clear()
     status, answer = client.request("POST", "/recognize", image, {"Content-Type": "image/png"})
-    assert status == 200 and answer["text"] == "5x4"  # the request thread's ``prepare`` ran
+    assert status == 200 and answer["text"] == "5x10"  # the request thread's ``prepare`` ran
     assert client.request("GET", "/health")[1]["requests_served"] == 1
     stop.set()
     serving.join(10)
@@ -300,7 +300,7 @@ ACCESS_LINE = (r'127\.0\.0\.1 - - \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] 
 def test_a_burst_of_100_simultaneous_clients_all_get_an_http_status():
     """Python's default listen queue of 5 reset most of such a burst; every client must get an
     HTTP answer (here 200: the default capacity admits them all)."""
-    image = encode(np.full((6, 11), 255, np.uint8), "PNG")
+    image = encode(np.full((10, 11), 255, np.uint8), "PNG")
     with in_process_server(sizes) as (client, server, log):
         start = threading.Barrier(100)
 
@@ -322,11 +322,13 @@ def test_past_capacity_clients_get_503_with_retry_after_and_no_reset():
         assert release.wait(20)
         return sizes(grays)
 
-    image = encode(np.full((6, 11), 255, np.uint8), "PNG")
+    image = encode(np.full((10, 11), 255, np.uint8), "PNG")
     with in_process_server(held, capacity=Capacity(max_requests=2)) as (client, server, log):
         with ThreadPoolExecutor(2) as pool:
             admitted = [pool.submit(client.request, "POST", "/recognize", image, {}) for _ in range(2)]
+            deadline = time.monotonic() + 20
             while client.request("GET", "/health")[1]["requests_in_flight"] < 2:
+                assert time.monotonic() < deadline, [future.result() for future in admitted if future.done()]
                 time.sleep(0.01)
             for _ in range(3):  # the body is never read, yet the answer arrives intact
                 connection = http.client.HTTPConnection(*server.server_address[:2], timeout=10)
@@ -371,6 +373,18 @@ def test_stalled_and_trickling_clients_get_408_within_the_timeouts():
     lines = log.getvalue().splitlines()
     assert [line.split()[-3] for line in lines] == ["408"] * 4
     assert all(re.fullmatch(ACCESS_LINE, line) for line in lines), lines
+
+
+def test_an_image_too_small_to_read_gets_an_empty_text_and_a_warning_not_a_guess():
+    with in_process_server(sizes) as (client, server, log):
+        body, content_type = multipart([("dot.png", encode(np.zeros((1, 1), np.uint8), "PNG"), "image/png"),
+                                        ("line.png", encode(np.full((10, 30), 255, np.uint8), "PNG"), "image/png")])
+        status, answer = client.request("POST", "/recognize", body, {"Content-Type": content_type})
+        assert status == 200
+        dot, line = answer["results"]
+        assert (dot["text"], dot["confidence"]) == ("", 0.0) and dot["warning"].startswith("too small to read: 1x1 px")
+        assert line["text"] == "30x10" and "warning" not in line
+        assert client.request("GET", "/health")[1]["images_recognized"] == 1  # the dot never reached the model
 
 
 def test_a_garbled_request_line_gets_a_status_line_and_a_log_line():

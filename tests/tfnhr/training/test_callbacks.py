@@ -169,6 +169,7 @@ def test_learning_rate_halving_errors_and_minimum():
     stopping.on_epoch_end(1, {"val_cer": 0.3, "val_wer": 0.3})  # 0.005 would be below 0.006
     assert model.stop_training
     assert _learning_rate(model) == pytest.approx(0.01) and stopping.halvings == []
+    assert stopping.floor_reached == 2  # the reason training stopped, for the summary
     _assert_weights_equal(model.get_weights(), perturbed)
 
 
