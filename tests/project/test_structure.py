@@ -88,7 +88,7 @@ def test_library_imports_only_at_the_top():
     assert not lazy, lazy
 
 
-TF_FREE = ["tfnhr.choices", "tfnhr.cli", "tfnhr.metrics", "tfnhr.charset", "tfnhr.progress", "tfnhr.horovod_build",
+TF_FREE = ["tfnhr.choices", "tfnhr.ranges", "tfnhr.console", "tfnhr.stack", "tfnhr.cli", "tfnhr.metrics", "tfnhr.charset", "tfnhr.progress", "tfnhr.horovod_build",
            "tfnhr.data.samples", "tfnhr.data.batches", "tfnhr.data.iam", "tfnhr.data.hdf5", "tfnhr.data.synthetic",
            "tfnhr.service.batcher", "tfnhr.service.payload"]
 
