@@ -155,8 +155,10 @@ def test_cli_errors(tmp_path, capsys):
     text.write_text("a b\n", encoding="utf-8")
     assert run_cli(["lm", "build", "--text", str(text), "--out", str(tmp_path / "no" / "m.arpa")]) == 2
     assert "No such file or directory" in capsys.readouterr().err
-    assert run_cli(["lm", "build", "--text", str(text), "--order", "1", "--out", str(tmp_path / "m.arpa")]) == 2
-    assert "order must be >= 2" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # refused while parsing, before the text is read
+        run_cli(["lm", "build", "--text", str(text), "--order", "1", "--out", str(tmp_path / "m.arpa")])
+    assert exit_.value.code == 2
+    assert "argument --order: expected an integer >= 2, got '1'" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.txt", "text.txt"]
     with pytest.raises(SystemExit):
         run_cli(["lm"])
