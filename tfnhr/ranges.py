@@ -122,6 +122,6 @@ TRAIN: dict[str, Range] = {
     "seed": NONNEGATIVE_COUNT,
     "max_train": Range(1, integer=True, none=True),
     "max_val": Range(1, integer=True, none=True),
-    "time_limit": Range(0, low_open=True, none=True),
+    "time_limit": Range(0, none=True),  # 0: stop after the first epoch
 }
 """The range of each numeric :class:`~tfnhr.training.TrainOptions` field."""
