@@ -102,7 +102,7 @@ def test_nhr_trains_on_two_workers_and_only_rank_0_writes(horovodrun, synth, tmp
     assert not list((tmp_path / "rank1").iterdir())
     assert "[1]<stdout>" not in result.stdout  # only rank 0 prints
     rows = list(csv.DictReader(open(out / "log.csv")))
-    assert [row["epoch"] for row in rows] == ["0", "1"]
+    assert [row["epoch"] for row in rows] == ["1", "2"]  # counted from 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["epochs_run"] == 2 and summary["train_examples"] == 24 and summary["val_examples"] == 6
     assert summary["best_val_cer"] == pytest.approx(min(float(row["val_cer"]) for row in rows))
