@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tfnhr.stack import NOT_INSTALLED
+
 # Section heading in --check-build output -> our key.
 SECTIONS = {
     "Available Frameworks": "frameworks",
@@ -23,9 +25,6 @@ SECTIONS = {
 }
 # Framework name -> package of its compiled extension inside horovod/.
 FRAMEWORK_PACKAGES = {"TensorFlow": "tensorflow", "PyTorch": "torch", "MXNet": "mxnet"}
-
-
-from tfnhr.stack import NOT_INSTALLED
 
 
 def installed() -> bool:

@@ -13,8 +13,6 @@ from pathlib import Path
 from tfnhr.choices import DECODERS, KINDS
 from tfnhr.ranges import COUNT, Range
 
-USAGE_HINT = "see {prog} --help"
-
 USER_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, ValueError)
 """What a command reports as one line with exit status 2 (bad input, not a bug)."""
 
@@ -24,7 +22,7 @@ class CommandParser(argparse.ArgumentParser):
     --help)``, with exit status 2; its sub-command parsers are of the same class."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} ({USAGE_HINT.format(prog=self.prog)})\n")
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def reports_errors(command: str, errors: tuple[type[Exception], ...] = USER_ERRORS
