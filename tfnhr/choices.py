@@ -22,6 +22,16 @@ MODEL_PRESETS = ("small", "large")
 KINDS = ("lines", "words")
 """Line or word images of a data set in IAM layout."""
 
+DATA_KINDS = (*KINDS, "pages")
+"""What a data folder holds: IAM-layout line or word images, or page images with PAGE-XML/ALTO
+files (:mod:`tfnhr.data.pages`; a folder without ``ascii/`` that holds such files is read as pages
+whatever the kind)."""
+
+
+def example_noun(kind: str) -> str:
+    """What the examples of a data kind are called in messages: pages give lines."""
+    return "lines" if kind == "pages" else kind
+
 SUBSETS = ("train", "val", "test")
 """The subsets of a data set."""
 
@@ -47,11 +57,13 @@ OPTIMIZERS = ("adam", "sgd", "rmsprop", "nadam", "adagrad", "adadelta")
 """Optimizer names of config files and ``--optimizer``."""
 
 DECODERS = ("greedy", "beam", "beam+lm")
+"""CTC decoders (:func:`tfnhr.decoding.make_decoder`)."""
+
 RECOGNIZE_FORMATS = ("text", "tsv", "json", "jsonl")
 """Output formats of ``tfnhr recognize``."""
+
 DEVICES = ("auto", "cpu", "gpu")
 """Where a command runs its model: a GPU if TensorFlow sees one, the CPU, or a GPU (required)."""
-"""CTC decoders (:func:`tfnhr.decoding.make_decoder`)."""
 
 SYNC_MODES = ("gradients", "average")
 """How Horovod workers keep in step: gradients averaged every step, or model averaging."""

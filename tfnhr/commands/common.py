@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tfnhr.choices import DECODERS, KINDS
+from tfnhr.choices import DATA_KINDS, DECODERS
 from tfnhr.ranges import COUNT, Range
 
 USER_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, ValueError)
@@ -57,16 +57,19 @@ def size_pair(text: str) -> tuple[int, int]:
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options that select data in IAM layout or an HDF5 file (train, evaluate, dump)."""
+    """Options that select data in IAM layout, a pages folder or an HDF5 file (train, evaluate, dump)."""
     parser.add_argument("--data", type=Path, required=True,
-                        help="folder in IAM layout (ascii/, lines/ or words/, split files), or an "
+                        help="folder in IAM layout (ascii/, lines/ or words/, split files), a folder of page "
+                             "images with PAGE-XML or ALTO files (read as pages when it has no ascii/), or an "
                              ".h5/.hdf5 file from tfnhr convert (--kind, --split and --keep-err were "
                              "fixed when it was converted)")
-    parser.add_argument("--kind", choices=KINDS, default="lines", help="line or word images")
+    parser.add_argument("--kind", choices=DATA_KINDS, default="lines",
+                        help="IAM line or word images, or text lines cut from pages (PAGE-XML/ALTO)")
     parser.add_argument("--split", default="official",
-                        help="'official' (largeWriterIndependentTextLineRecognitionTask/) or a folder "
-                             "with train/valid/test id lists (e.g. the 6161/966/2915 split of Wenniger "
-                             "et al. 2019)")
+                        help="'official' (IAM: largeWriterIndependentTextLineRecognitionTask/; pages: train/ "
+                             "valid/ test/ subfolders, else seeded:0), 'seeded:SEED' (pages: 80/10/10 by page) "
+                             "or a folder with train/valid/test id lists (line/form ids, or page ids for pages; "
+                             "e.g. the 6161/966/2915 split of Wenniger et al. 2019)")
     parser.add_argument("--keep-err", action="store_true", help="keep rows whose IAM segmentation is 'err'")
 
 

@@ -1,12 +1,12 @@
-"""``tfnhr convert``: write a folder in IAM layout (IAM or ``tfnhr synth``) as one HDF5 file that
-``tfnhr train/evaluate --data`` load in one read."""
+"""``tfnhr convert``: write a folder in IAM layout (IAM or ``tfnhr synth``) or a pages folder
+(PAGE-XML/ALTO) as one HDF5 file that ``tfnhr train/evaluate --data`` load in one read."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from tfnhr.choices import COMPRESSIONS, KINDS, SOURCES, SUBSETS
+from tfnhr.choices import COMPRESSIONS, DATA_KINDS, SOURCES, SUBSETS
 from tfnhr.commands.common import reports_errors
 from tfnhr.ranges import COUNT
 
@@ -14,18 +14,21 @@ from tfnhr.ranges import COUNT
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``convert`` to the ``tfnhr`` sub-commands."""
     parser = commands.add_parser(
-        "convert", help="convert an IAM-layout folder into an HDF5 data set file",
+        "convert", help="convert an IAM-layout or pages folder into an HDF5 data set file",
         description="Read the images and transcriptions of an IAM-layout folder (IAM, or a tfnhr synth "
-                    "set) subset by subset and write them, gray levels and all, into one HDF5 file "
+                    "set) or the text lines of a pages folder (PAGE-XML/ALTO) subset by subset and write them, gray levels and all, into one HDF5 file "
                     "(groups train/val/test with inputs, seqLengths, offsets, seqTags, labels).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--from", dest="source", choices=SOURCES, required=True,
-                        help="what the folder is: IAM (or any folder in its layout) or a tfnhr synth set")
-    parser.add_argument("folder", type=Path, help="the folder in IAM layout")
+                        help="what the folder is: IAM (or any folder in its layout; also for pages "
+                             "folders) or a tfnhr synth set")
+    parser.add_argument("folder", type=Path, help="the folder in IAM layout, or a pages folder")
     parser.add_argument("--out", type=Path, required=True, help="HDF5 file to write (.h5 or .hdf5)")
-    parser.add_argument("--kind", choices=KINDS, default="lines", help="line or word images")
+    parser.add_argument("--kind", choices=DATA_KINDS, default="lines",
+                        help="IAM line or word images, or lines cut from pages (detected for a pages folder)")
     parser.add_argument("--split", default="official",
-                        help="'official' or a folder with train/valid/test id lists (as for tfnhr train)")
+                        help="'official', 'seeded:SEED' (pages) or a folder with train/valid/test id lists "
+                             "(as for tfnhr train)")
     parser.add_argument("--keep-err", action="store_true", help="keep rows whose IAM segmentation is 'err'")
     parser.add_argument("--subsets", nargs="+", choices=SUBSETS, default=list(SUBSETS), help="subsets to write")
     parser.add_argument("--height", type=COUNT.type, default=None,
@@ -45,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
                               split=args.split, keep_err=args.keep_err, height=args.height,
                               compression=args.compression, progress=not args.quiet)
     counts = ", ".join(f"{subset} {figures['examples']}" for subset, figures in summary["subsets"].items())
-    print(f"wrote {summary['out']}: {counts} {args.kind}, {summary['pixels']:,} pixels, "
+    what = "lines from pages" if summary["kind"] == "pages" else summary["kind"]
+    print(f"wrote {summary['out']}: {counts} {what}, {summary['pixels']:,} pixels, "
           f"{summary['bytes'] / 1e6:.1f} MB, {summary['seconds']:.1f} s")
     return 0

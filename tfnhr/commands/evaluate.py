@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from tfnhr.choices import DECODERS, SUBSETS
+from tfnhr.choices import DECODERS, SUBSETS, example_noun
 from tfnhr.commands.common import add_data_arguments, add_decoder_arguments, decoder_from_args, reports_errors
 from tfnhr.ranges import COUNT, NONNEGATIVE_COUNT
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     names = args.decoders or (["greedy", "beam+lm"] if args.lm else ["greedy"])
     decoders = {name: decoder_from_args(name, args, model.charset) for name in names}
     rows, transcriptions = evaluate_set(model, data, decoders)
-    print(f"{args.model} on {len(data)} {args.subset} {args.kind} of {args.data}")
+    print(f"{args.model} on {len(data)} {args.subset} {example_noun(args.kind)} of {args.data}")
     print(format_table(rows))
     for reference, *hypotheses in list(zip(data.texts, *transcriptions.values()))[:args.show]:
         print(f"\n  reference: {reference}")

@@ -349,10 +349,12 @@ def render(text: str, font_path: str | Path, rng: np.random.Generator,
     return _render(text, font_path, rng, style)[0]
 
 
-def _example(seed: int, kind: str, split: str, index: int, style: RenderStyle,
-             chars: tuple[int | None, int | None]) -> tuple[np.ndarray, str, list[Box]]:
-    """Example ``index`` of a split: ``(image, text, word boxes)``, from its own random stream;
+def render_example(seed: int, kind: str, split: str, index: int, style: RenderStyle = RenderStyle(),
+                   chars: tuple[int | None, int | None] = (None, None)) -> tuple[np.ndarray, str, list[Box]]:
+    """Example ``index`` of a split: ``(image, text, word boxes)``, from its own random stream
+    (what :func:`generate` gives, plus each word's ``(x0, y0, x1, y1)`` box in the image);
     ``chars``: ``(min_chars, max_chars)`` of :func:`sample_texts`."""
+    _check_args(seed, kind, split)
     rng = np.random.default_rng([seed, SUBSETS.index(split), KINDS.index(kind), index])
     text = sample_texts(kind, 1, rng, split, *chars)[0]
     fonts = font_paths(split)
@@ -378,7 +380,7 @@ def generate(count: int, seed: int = 0, kind: str = "lines", split: str = "train
     ``count``.
     """
     _check_args(seed, kind, split)
-    return [_example(seed, kind, split, index, style, (min_chars, max_chars))[:2] for index in range(count)]
+    return [render_example(seed, kind, split, index, style, (min_chars, max_chars))[:2] for index in range(count)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,7 +529,7 @@ def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str =
     for split, count in counts.items():
         form_y = 0
         for index in range(count):
-            image, text, boxes = _example(seed, text_kind, split, index, style, (min_chars, max_chars))
+            image, text, boxes = render_example(seed, text_kind, split, index, style, (min_chars, max_chars))
             if kind == "words":
                 line_id = _line_id(split, index // WORDS_PER_LINE)
                 writer.word(split, f"{line_id}-{index % WORDS_PER_LINE:02d}", image, text, 0, 0)

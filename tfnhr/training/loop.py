@@ -32,6 +32,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from tfnhr.choices import example_noun
 from tfnhr.charset import Charset
 from tfnhr.data.augment import make_augmenter
 from tfnhr.data.dataset import Augment, make_dataset
@@ -171,7 +172,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     if options.verbose:
         every = f"every {options.validate_every} updates" if options.validate_every else "every epoch"
         print(f"training {options.network_source or options.preset} recognizer ({model.count_params():,} parameters, "
-              f"{len(charset)} characters) on {len(train_set)} {options.kind} (augmentation: {options.augment}), "
+              f"{len(charset)} characters) on {len(train_set)} {example_noun(options.kind)} (augmentation: {options.augment}), "
               f"validating on {len(val_set)} {every}; {fit_rounds['what']} {initial_epoch + 1}..{fit_rounds['epochs']}",
               flush=True)
     history = model.fit(fit_rounds["data"], epochs=fit_rounds["epochs"], steps_per_epoch=fit_rounds["steps"],
