@@ -8,17 +8,31 @@ Images are uint8 gray ``[H_i, W_i]`` (0 = ink), any size; they are scaled to the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from tfnhr.alignment import Alignment, align
 from tfnhr.choices import DEFAULT_BATCH_PIXELS
 from tfnhr.data.batches import pixel_budget_batches
 from tfnhr.data.dataset import ragged_batch
 from tfnhr.data.images import scale_to_height
 from tfnhr.decoding import Decoder, GreedyDecoder, log_softmax
 from tfnhr.models.ctc_model import CtcModel
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """One image's recognition: ``text``, ``confidence`` (:func:`confidence`) and the best path's
+    ``alignment`` (character and word spans in the image's pixel columns), ``None`` when the
+    decoder's text is not the best path's (a language model changed it)."""
+
+    text: str
+    confidence: float
+    alignment: Alignment | None
+
 
 def confidence(scores: np.ndarray) -> float:
     """Best-path probability per column, geometric mean over the columns (in (0, 1]) of one
@@ -63,6 +77,16 @@ class Transcriber:
     def transcribe(self, grays: Sequence[np.ndarray]) -> list[str]:
         """One decoded text per image, in order."""
         return self.decoder.decode_batch(self.scores(grays))
+
+    def read(self, grays: Sequence[np.ndarray]) -> list[Reading]:
+        """A :class:`Reading` per image, in order; spans are in the pixel columns of the images
+        as given (before scaling to the model's height)."""
+        scores = self.scores(grays)
+        readings = []
+        for gray, example_scores, text in zip(grays, scores, self.decoder.decode_batch(scores)):
+            alignment = align(example_scores, self.model.charset, gray.shape[1])
+            readings.append(Reading(text, confidence(example_scores), alignment if alignment.text == text else None))
+        return readings
 
     def recognize(self, grays: Sequence[np.ndarray]) -> list[tuple[str, float]]:
         """``(text, confidence)`` per image, in order (:func:`confidence` of its scores)."""

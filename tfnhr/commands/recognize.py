@@ -1,5 +1,6 @@
 """``tfnhr recognize``: the text of image files (PNG/JPEG) with a trained recognizer, as plain
-text, TSV, JSON or JSON lines, on stdout or into a file."""
+text, TSV, JSON or JSON lines, on stdout or into a file; or the text lines of pages, written back
+into their PAGE-XML/ALTO files (``--pages``)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "recognize", help="print the text of images", description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("images", nargs="+", type=Path, metavar="IMAGE", help="text-line or word images")
+    parser.add_argument("images", nargs="*", type=Path, metavar="IMAGE", help="text-line or word images")
+    parser.add_argument("--pages", nargs="+", type=Path, default=None, metavar="DIR_OR_FILE",
+                        help="instead of IMAGEs: a folder of page images with PAGE-XML/ALTO files (searched "
+                             "recursively), or such files; every TextLine is recognized and the files are written "
+                             "to --out with the text filled in (lines must be segmented already)")
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     parser.add_argument("--format", choices=RECOGNIZE_FORMATS, default="tsv",
                         help="text: the text only, one line per image; tsv: path, text and confidence; json: one "
-                             "array of objects; jsonl: one object per line (path, text, confidence, or error)")
-    parser.add_argument("--out", type=Path, default=None, help="write the results here instead of stdout")
+                             "array of objects; jsonl: one object per line (path, text, confidence, words with "
+                             "their pixel columns under greedy decoding, or error)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write the results here instead of stdout; with --pages: the folder for the filled "
+                             "layout files (required; the same folder as the input overwrites them)")
     parser.add_argument("--batch-pixels", type=COUNT.type, default=DEFAULT_BATCH_PIXELS,
                         help="pixel budget of one model call (images scaled to the model's height)")
     parser.add_argument("--device", choices=DEVICES, default="auto",
@@ -48,16 +56,47 @@ def format_results(results: list[dict], fmt: str) -> str:
 
 @reports_errors("recognize")
 def run(args: argparse.Namespace) -> int:
-    """Recognize every image, in the order given. Unreadable files are reported (stderr, and an
-    ``error`` in JSON) and make the exit status 1; the other images are still recognized. Images
-    too small to read get an empty text, confidence 0 and a warning."""
+    """Recognize the images or, with ``--pages``, the pages."""
+    if args.pages is not None:
+        if args.images:
+            raise ValueError("give IMAGEs or --pages, not both")
+        if args.out is None:
+            raise ValueError("--pages needs --out FOLDER for the filled PAGE-XML/ALTO files")
+        return run_pages(args)
+    if not args.images:
+        raise ValueError("no input: give IMAGE files or --pages DIR_OR_FILE")
+    return run_images(args)
+
+
+def _transcriber(args: argparse.Namespace):
     use_device(args.device)
-    from tfnhr.data.images import ImageReadError, load_gray, unreadable_reason
     from tfnhr.inference import Transcriber
     from tfnhr.models import load_recognizer
 
     model = load_recognizer(args.model)
-    transcriber = Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels)
+    return Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels)
+
+
+def run_pages(args: argparse.Namespace) -> int:
+    """Fill the layout files of ``--pages`` into ``--out``; print a JSON summary. Skipped lines,
+    pages and files are counted in warnings."""
+    from tfnhr.page_recognition import recognize_pages
+
+    transcriber = _transcriber(args)
+    pages = args.pages[0] if len(args.pages) == 1 and args.pages[0].is_dir() else args.pages
+    summary, skips = recognize_pages(pages, args.out, transcriber.read, progress=True)
+    skips.warn("--pages")
+    print(json.dumps(summary.to_json(), indent=1))
+    return 0 if summary.pages else 1
+
+
+def run_images(args: argparse.Namespace) -> int:
+    """Recognize every image, in the order given. Unreadable files are reported (stderr, and an
+    ``error`` in JSON) and make the exit status 1; the other images are still recognized. Images
+    too small to read get an empty text, confidence 0 and a warning."""
+    from tfnhr.data.images import ImageReadError, load_gray, unreadable_reason
+
+    transcriber = _transcriber(args)
     results: list[dict] = []
     readable: list[tuple[dict, object]] = []
     for path in args.images:
@@ -75,9 +114,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"tfnhr recognize: warning: {path}: {reason}", file=sys.stderr)
         else:
             readable.append((result, gray))
-    recognized = transcriber.recognize([gray for _, gray in readable]) if readable else []
-    for (result, _), (text, confidence) in zip(readable, recognized):
-        result.update(text=text, confidence=round(float(confidence), 4))
+    readings = transcriber.read([gray for _, gray in readable]) if readable else []
+    for (result, _), reading in zip(readable, readings):
+        result.update(text=reading.text, confidence=round(reading.confidence, 4))
+        if reading.alignment is not None:
+            result["words"] = [span.to_json() for span in reading.alignment.words]
     output = format_results(results, args.format)
     if args.out is None:
         sys.stdout.write(output)

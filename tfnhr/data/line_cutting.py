@@ -9,6 +9,7 @@ Shapely (self-intersecting ones repaired with ``make_valid``); filling and rotat
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -23,6 +24,20 @@ MIN_SKEW_DEGREES = 0.1
 """Baselines closer to horizontal than this are not rotated (saves an interpolation)."""
 
 Points = Sequence[tuple[float, float]]
+
+
+@dataclasses.dataclass(frozen=True)
+class LineCut:
+    """A cut line: ``image`` uint8 ``[h, w]`` and ``to_page``, the 2x3 affine map from its pixel
+    coordinates ``(x, y)`` to the page's."""
+
+    image: np.ndarray
+    to_page: np.ndarray
+
+    def page_points(self, points: Points) -> list[tuple[float, float]]:
+        """Points of the line image in page pixels."""
+        moved = np.asarray(points, np.float64).reshape(-1, 2) @ self.to_page[:, :2].T + self.to_page[:, 2]
+        return [(float(x), float(y)) for x, y in moved]
 
 
 class LineCutError(ValueError):
@@ -66,10 +81,10 @@ def baseline_angle(baseline: Points) -> float | None:
     return math.degrees(math.atan(slope))
 
 
-def cut_line(page: np.ndarray, points: Points, baseline: Points = (), deskew: bool = True) -> np.ndarray:
-    """The line image of polygon ``points`` on the uint8 gray ``page`` ``[H, W]``: uint8
-    ``[h, w]`` (see the module docstring). ``baseline`` (page pixels) sets the rotation when
-    ``deskew``; without a usable baseline the line is not rotated.
+def cut_line(page: np.ndarray, points: Points, baseline: Points = (), deskew: bool = True) -> LineCut:
+    """The line of polygon ``points`` on the uint8 gray ``page`` ``[H, W]``: its image uint8
+    ``[h, w]`` (see the module docstring) and where it lies on the page. ``baseline`` (page
+    pixels) sets the rotation when ``deskew``; without a usable baseline the line is not rotated.
 
     Raises :class:`LineCutError` for degenerate polygons and polygons outside the page.
     """
@@ -84,10 +99,17 @@ def cut_line(page: np.ndarray, points: Points, baseline: Points = (), deskew: bo
         mask[:] = 255
     paper = int(np.median(crop[mask > 0]))
     line = np.where(mask > 0, crop, np.uint8(paper)).astype(np.uint8)
+    to_page = np.array([[1.0, 0.0, x0], [0.0, 1.0, y0]])
     angle = baseline_angle(baseline) if deskew else None
     if angle is None or abs(angle) < MIN_SKEW_DEGREES:
-        return line
-    return _rotate_level(line, mask, angle, paper)
+        return LineCut(line, to_page)
+    leveled, to_crop = _rotate_level(line, mask, angle, paper)
+    return LineCut(leveled, _compose(to_page, to_crop))
+
+
+def _compose(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """The 2x3 affine map ``outer ∘ inner``."""
+    return outer[:, :2] @ inner + np.hstack([np.zeros((2, 2)), outer[:, 2:]])
 
 
 def _pixel_bounds(region, shape: tuple[int, int]) -> tuple[int, int, int, int]:
@@ -98,9 +120,10 @@ def _pixel_bounds(region, shape: tuple[int, int]) -> tuple[int, int, int, int]:
     return x0, y0, x1, y1
 
 
-def _rotate_level(line: np.ndarray, mask: np.ndarray, angle: float, paper: int) -> np.ndarray:
+def _rotate_level(line: np.ndarray, mask: np.ndarray, angle: float, paper: int) -> tuple[np.ndarray, np.ndarray]:
     """``line`` rotated by ``angle`` degrees about its centre (bilinear, paper outside), on a
-    canvas that holds all of it, cut to the rotated mask's bounding box."""
+    canvas that holds all of it, cut to the rotated mask's bounding box; and the 2x3 map from
+    the result's pixels back to ``line``'s."""
     height, width = line.shape
     rotation = cv2.getRotationMatrix2D(((width - 1) / 2, (height - 1) / 2), angle, 1.0)
     cos, sin = abs(rotation[0, 0]), abs(rotation[0, 1])
@@ -112,6 +135,8 @@ def _rotate_level(line: np.ndarray, mask: np.ndarray, angle: float, paper: int) 
     rotated_mask = cv2.warpAffine(mask, rotation, size, flags=cv2.INTER_NEAREST, borderValue=0)
     rows, cols = np.flatnonzero(rotated_mask.any(axis=1)), np.flatnonzero(rotated_mask.any(axis=0))
     if not len(rows):
-        return line
+        return line, np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
     rotated[rotated_mask == 0] = paper
-    return rotated[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+    back = cv2.invertAffineTransform(rotation)
+    back[:, 2] += back[:, :2] @ (cols[0], rows[0])
+    return rotated[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1], back

@@ -37,7 +37,7 @@ import numpy as np
 from tfnhr.choices import SUBSETS
 from tfnhr.data.iam import SPLIT_FOLDER_NAMES, read_split_ids
 from tfnhr.data.images import ImageReadError, load_gray, scale_to_height
-from tfnhr.data.line_cutting import LineCutError, cut_line
+from tfnhr.data.line_cutting import LineCut, LineCutError, cut_line
 from tfnhr.data.page_layout import (InvalidLayoutError, LayoutLine, NotLayoutError, PageLayout,
                                     layout_format, read_layout)
 from tfnhr.data.samples import TextImageSet
@@ -115,6 +115,8 @@ def find_layout_files(source: str | Path | Sequence[str | Path], skips: Skips) -
         return _unique_ids(found)
     paths = [Path(source)] if isinstance(source, (str, Path)) else [Path(path) for path in source]
     for path in paths:
+        if path.is_dir():
+            raise ValueError(f"{path} is a folder: give one folder, or layout files")
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such layout file or folder")
         layout_format(path)  # NotLayoutError names a file that is neither PAGE nor ALTO
@@ -187,11 +189,12 @@ def seeded_split(page_ids: Sequence[str], seed: int) -> dict[str, set[str]]:
     return {"train": set(order[:train]), "val": set(order[train:train + val]), "test": set(order[train + val:])}
 
 
-def page_line_images(layout: PageLayout, page: np.ndarray, deskew: bool, skips: Skips,
-                     need_text: bool = True) -> Iterator[tuple[LayoutLine, np.ndarray]]:
-    """``(line, uint8 [h, w] image)`` for each usable line of ``layout`` on its gray ``page``
-    (coordinates scaled from the declared size to the image); skipped lines go to ``skips``."""
-    scale_x, scale_y = _scale(layout, page.shape)
+def page_line_cuts(layout: PageLayout, page: np.ndarray, deskew: bool, skips: Skips,
+                   need_text: bool = True) -> Iterator[tuple[LayoutLine, LineCut]]:
+    """``(line, its cut)`` for each usable line of ``layout`` on its gray ``page`` (coordinates
+    scaled from the declared size to the image; ``LineCut.to_page`` maps to image pixels);
+    skipped lines go to ``skips``. ``need_text``: skip lines without a transcription."""
+    scale_x, scale_y = file_scale(layout, page.shape)
     for line in layout.lines:
         where = f"{layout.path.name} line {line.id}"
         if need_text and not line.text:
@@ -205,7 +208,9 @@ def page_line_images(layout: PageLayout, page: np.ndarray, deskew: bool, skips: 
             skips.add(error.reason, f"{where}: {error}")
 
 
-def _scale(layout: PageLayout, shape: tuple[int, int]) -> tuple[float, float]:
+def file_scale(layout: PageLayout, shape: tuple[int, int]) -> tuple[float, float]:
+    """Image pixels per file unit ``(x, y)`` for a page image of ``shape`` ``[H, W]``: the image
+    size over the size the file declares (1 when it declares none)."""
     if layout.size is None:
         return 1.0, 1.0
     return shape[1] / layout.size[0], shape[0] / layout.size[1]
@@ -261,9 +266,9 @@ def page_examples(folder: str | Path, subset: str | None, split: str | Path = "o
             raise ValueError(f"{folder}: the {subset} subset has no page (split {split!s})")
     lines = 0
     for layout, page in read_pages(paths, skips, folder, progress, what):
-        for line, image in page_line_images(layout, page, deskew, skips):
+        for line, cut in page_line_cuts(layout, page, deskew, skips):
             lines += 1
-            yield f"{layout.id}/{line.id}", line.text, scale_to_height(image, height)
+            yield f"{layout.id}/{line.id}", line.text, scale_to_height(cut.image, height)
     if own:
         skips.warn(f"{folder} ({what})", stacklevel=2)
     if not lines:
