@@ -127,3 +127,18 @@ def _mean_prob(best_log: np.ndarray, start: float, end: float) -> float:
     first = int(np.floor(start))
     last = max(first + 1, int(np.ceil(end)))
     return float(np.exp(best_log[first:last].mean()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """One image's recognition: ``text``, ``confidence`` in (0, 1] (best-path probability per
+    column, geometric mean) and the best path's ``alignment``, ``None`` when the decoder's text is
+    not the best path's (a language model changed it)."""
+
+    text: str
+    confidence: float
+    alignment: Alignment | None = None
+
+    def scaled(self, factor: float) -> "Reading":
+        """The reading with its spans for the same image scaled to ``factor`` times its width."""
+        return dataclasses.replace(self, alignment=None if self.alignment is None else self.alignment.scaled(factor))

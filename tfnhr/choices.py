@@ -32,6 +32,9 @@ def example_noun(kind: str) -> str:
     """What the examples of a data kind are called in messages: pages give lines."""
     return "lines" if kind == "pages" else kind
 
+PAGE_LAYOUTS = ("page", "page-2013", "alto", "alto-2")
+"""Layout files ``tfnhr synth --layout`` writes: PAGE-XML 2019 or 2013, ALTO v4 or v2."""
+
 SUBSETS = ("train", "val", "test")
 """The subsets of a data set."""
 

@@ -8,30 +8,18 @@ Images are uint8 gray ``[H_i, W_i]`` (0 = ink), any size; they are scaled to the
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from tfnhr.alignment import Alignment, align
+from tfnhr.alignment import Reading, align
 from tfnhr.choices import DEFAULT_BATCH_PIXELS
 from tfnhr.data.batches import pixel_budget_batches
 from tfnhr.data.dataset import ragged_batch
 from tfnhr.data.images import scale_to_height
 from tfnhr.decoding import Decoder, GreedyDecoder, log_softmax
 from tfnhr.models.ctc_model import CtcModel
-
-
-@dataclasses.dataclass(frozen=True)
-class Reading:
-    """One image's recognition: ``text``, ``confidence`` (:func:`confidence`) and the best path's
-    ``alignment`` (character and word spans in the image's pixel columns), ``None`` when the
-    decoder's text is not the best path's (a language model changed it)."""
-
-    text: str
-    confidence: float
-    alignment: Alignment | None
 
 
 def confidence(scores: np.ndarray) -> float:

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
+from tfnhr.alignment import Reading
 from tfnhr.data.images import unreadable_reason
 from tfnhr.data.line_cutting import LineCut
 from tfnhr.data.page_layout import LayoutLine, PageLayout
 from tfnhr.data.page_writing import WordBox, fill_line, save_layout, word_polygon
 from tfnhr.data.pages import Skips, file_scale, find_layout_files, page_line_cuts, read_pages
-from tfnhr.inference import Reading
 
 ReadLines = Callable[[Sequence[np.ndarray]], Sequence[Reading]]
-"""uint8 gray line images -> one :class:`~tfnhr.inference.Reading` each, spans in the images' columns."""
+"""uint8 gray line images -> one :class:`~tfnhr.alignment.Reading` each, spans in the images' columns."""
 
 
 @dataclasses.dataclass

@@ -34,6 +34,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="taller images are refused with 413 before decoding (pixels)")
     parser.add_argument("--max-width", type=COUNT.type, default=Limits.max_width,
                         help="wider images are refused with 413 before decoding (pixels)")
+    parser.add_argument("--max-page-height", type=COUNT.type, default=Limits.max_page_height,
+                        help="POST /recognize/page: taller page images are refused with 413 before decoding (pixels)")
+    parser.add_argument("--max-page-width", type=COUNT.type, default=Limits.max_page_width,
+                        help="POST /recognize/page: wider page images are refused with 413 before decoding (pixels)")
     parser.add_argument("--header-timeout", type=POSITIVE.type, default=Limits.header_timeout_s, metavar="SECONDS",
                         help="a client must send its request line and headers within this time, else 408")
     parser.add_argument("--body-timeout", type=POSITIVE.type, default=Limits.body_timeout_s, metavar="SECONDS",
@@ -64,16 +68,18 @@ def run(args: argparse.Namespace) -> int:
     transcriber = Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels)
     access_log = open(args.access_log, "a", encoding="utf-8") if args.access_log else sys.stderr
     # Image headers are checked against the limits before decoding; this is PIL's own backstop.
-    Image.MAX_IMAGE_PIXELS = args.max_height * args.max_width
+    Image.MAX_IMAGE_PIXELS = max(args.max_height * args.max_width, args.max_page_height * args.max_page_width)
 
-    transcriber.recognize([np.full((model.input_height or 32, 64), 255, np.uint8)])  # build before the first request
-    batcher = Batcher(transcriber.recognize, size=np.size, budget=args.batch_pixels, max_wait_s=args.max_wait_ms / 1000,
+    transcriber.read([np.full((model.input_height or 32, 64), 255, np.uint8)])  # build before the first request
+    batcher = Batcher(transcriber.read, size=np.size, budget=args.batch_pixels, max_wait_s=args.max_wait_ms / 1000,
                       name="recognizer")
     try:
         server = RecognitionServer(
             (args.host, args.port), batcher, lambda gray: scale_to_height(gray, model.input_height),
             model_name=str(args.model), charset_size=len(model.charset),
-            limits=Limits(args.max_body_bytes, args.max_height, args.max_width, args.header_timeout, args.body_timeout),
+            limits=Limits(max_body_bytes=args.max_body_bytes, max_height=args.max_height, max_width=args.max_width,
+                          max_page_height=args.max_page_height, max_page_width=args.max_page_width,
+                          header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout),
             capacity=Capacity(args.backlog, args.max_requests), access_log=access_log)
     except OSError as error:
         batcher.close()

@@ -1,11 +1,12 @@
-"""``tfnhr synth``: write the embedded synthetic handwriting set in the IAM folder layout."""
+"""``tfnhr synth``: write the embedded synthetic handwriting set in the IAM folder layout, or as
+pages with PAGE-XML/ALTO files (``--layout``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from tfnhr.choices import KINDS
+from tfnhr.choices import KINDS, PAGE_LAYOUTS
 from tfnhr.commands.common import reports_errors
 from tfnhr.ranges import COUNT, NONNEGATIVE_COUNT, POSITIVE
 
@@ -20,9 +21,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--out", required=True, help="folder to write (new, empty, or an earlier synthetic set)")
     parser.add_argument("--kind", choices=(*KINDS, "both"), default="lines",
-                        help="line images, word images, or lines plus the words cropped from them")
+                        help="line images, word images, or lines plus the words cropped from them (IAM layout)")
+    parser.add_argument("--layout", choices=("iam", *PAGE_LAYOUTS), default="iam",
+                        help="iam: the IAM folder layout; page, page-2013, alto, alto-2: pages of 4-8 lines, slightly "
+                             "rotated, as a Transkribus-style export (OUT/train|valid|test/NAME.png with page/ or "
+                             "alto/NAME.xml); --train/--val/--test then count pages")
     parser.add_argument("--train", type=NONNEGATIVE_COUNT.type, default=2000,
-                        help="training examples (lines, or words for --kind words)")
+                        help="training examples (lines, words for --kind words, pages for a page --layout)")
     parser.add_argument("--val", type=NONNEGATIVE_COUNT.type, default=200, help="validation examples (held-out fonts)")
     parser.add_argument("--test", type=NONNEGATIVE_COUNT.type, default=200, help="test examples (other held-out fonts)")
     parser.add_argument("--seed", type=NONNEGATIVE_COUNT.type, default=0,
@@ -40,11 +45,20 @@ def register(commands: argparse._SubParsersAction) -> None:
 @reports_errors("synth", errors=(FileExistsError, ValueError))
 def run_synth(args: argparse.Namespace) -> int:
     """Write the set; print its summary as JSON. Exit status 2 on a bad folder or argument."""
-    from tfnhr.data import synthetic
+    from tfnhr.data import synthetic, synthetic_pages
 
     style = synthetic.RenderStyle(font_size=tuple(args.font_size))
+    counts = {"train": args.train, "val": args.val, "test": args.test}
+    if args.layout != "iam":
+        if args.kind != "lines" or args.min_chars is not None or args.max_chars is not None:
+            raise ValueError("a page --layout writes lines of the default lengths: leave out --kind, --min-chars "
+                             "and --max-chars")
+        summary = synthetic_pages.write_pages(args.out, counts, layout=args.layout, seed=args.seed, style=style,
+                                              progress=not args.quiet)
+        print(json.dumps(summary, indent=1))
+        return 0
     summary = synthetic.write_iam_layout(
-        args.out, {"train": args.train, "val": args.val, "test": args.test}, kind=args.kind,
+        args.out, counts, kind=args.kind,
         seed=args.seed, style=style, progress=not args.quiet,
         min_chars=args.min_chars, max_chars=args.max_chars)
     print(json.dumps(summary, indent=1))

@@ -25,9 +25,11 @@ XML is parsed with lxml (whitespace and comments kept, no network access, no ent
 from __future__ import annotations
 
 import dataclasses
+import io
 import math
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lxml import etree
 
@@ -86,6 +88,8 @@ class PageLayout:
     size: tuple[float, float] | None
     lines: list[LayoutLine]
     tree: Any = dataclasses.field(repr=False)
+    declaration: bytes = b""
+    """The source's XML declaration as written (``b""`` if it had none), kept for writing back."""
 
     @property
     def id(self) -> str:
@@ -105,21 +109,22 @@ def layout_format(path: str | Path) -> str:
     """
     try:
         with open(path, "rb") as file:
-            for _, root in etree.iterparse(file, events=("start",), resolve_entities=False, no_network=True):
-                return _format_of(root.tag, path)
-    except etree.XMLSyntaxError as error:
-        if _looks_like_xml(path):
-            raise InvalidLayoutError(f"{path}: not well-formed XML ({error})") from None
-        raise NotLayoutError(f"{path}: not an XML file, so neither PAGE-XML nor ALTO") from None
+            return _stream_format(file, path)
     except OSError as error:
         raise FileNotFoundError(f"{path}: cannot read ({error.strerror or error})") from None
-    raise InvalidLayoutError(f"{path}: no root element")
 
 
-def _looks_like_xml(path: str | Path) -> bool:
-    with open(path, "rb") as file:
-        start = file.read(256).lstrip(b"\xef\xbb\xbf \t\r\n")
-    return not start or start.startswith(b"<")  # an empty file counts as damaged XML
+def _stream_format(stream: BinaryIO, name: str | Path) -> str:
+    try:
+        for _, root in etree.iterparse(stream, events=("start",), resolve_entities=False, no_network=True):
+            return _format_of(root.tag, name)
+    except etree.XMLSyntaxError as error:
+        stream.seek(0)
+        start = stream.read(256).lstrip(b"\xef\xbb\xbf \t\r\n")
+        if not start or start.startswith(b"<"):  # an empty file counts as damaged XML
+            raise InvalidLayoutError(f"{name}: not well-formed XML ({error})") from None
+        raise NotLayoutError(f"{name}: not an XML file, so neither PAGE-XML nor ALTO") from None
+    raise InvalidLayoutError(f"{name}: no root element")
 
 
 def _format_of(tag: str, path: str | Path) -> str:
@@ -139,17 +144,28 @@ def read_layout(path: str | Path) -> PageLayout:
     Raises :class:`NotLayoutError`, :class:`InvalidLayoutError` or ``FileNotFoundError``, each
     with a message naming the file.
     """
-    path = Path(path)
-    fmt = layout_format(path)
     try:
-        tree = etree.parse(str(path), _parser())
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise FileNotFoundError(f"{path}: cannot read ({error.strerror or error})") from None
+    return parse_layout(data, path)
+
+
+def parse_layout(data: bytes, path: str | Path) -> PageLayout:
+    """Parse PAGE-XML or ALTO ``data``; ``path`` names it in errors and locates its image."""
+    path = Path(path)
+    fmt = _stream_format(io.BytesIO(data), path)
+    try:
+        tree = etree.parse(io.BytesIO(data), _parser())
     except etree.XMLSyntaxError as error:
         raise InvalidLayoutError(f"{path}: not well-formed XML ({error})") from None
     root = tree.getroot()
     namespace = _split_tag(root.tag)[0]
     reader = _read_page if fmt == "page" else _read_alto
     image_name, size, lines = reader(root, _Names(namespace), path)
-    return PageLayout(path, fmt, namespace, image_name, size, lines, tree)
+    declaration = re.match(rb"(?:\xef\xbb\xbf)?\s*(<\?xml\s[^>]*\?>)", data[:512])
+    return PageLayout(path, fmt, namespace, image_name, size, lines, tree,
+                      declaration.group(1) if declaration else b"")
 
 
 class _Names:

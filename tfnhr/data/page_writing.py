@@ -142,14 +142,16 @@ def word_polygon(line_polygon: Sequence[Point], rectangle: Sequence[Point]) -> t
     return ((minx, miny), (maxx, miny), (maxx, maxy), (minx, maxy))
 
 
+def layout_bytes(layout: PageLayout) -> bytes:
+    """``layout.tree`` serialized in the source's encoding, after the source's XML declaration
+    as it was written (none if it had none)."""
+    body = etree.tostring(layout.tree, encoding=layout.tree.docinfo.encoding or "UTF-8", xml_declaration=False)
+    return layout.declaration + b"\n" + body if layout.declaration else body
+
+
 def save_layout(layout: PageLayout, path: str | Path) -> Path:
-    """Write ``layout.tree`` to ``path`` (folders made) with the source's encoding, XML version
-    and standalone flag."""
+    """Write :func:`layout_bytes` to ``path`` (folders made; may be the source file itself)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    info = layout.tree.docinfo
-    options = {"xml_declaration": True, "encoding": info.encoding or "UTF-8"}
-    if info.standalone is not None:
-        options["standalone"] = info.standalone
-    layout.tree.write(str(path), **options)
+    path.write_bytes(layout_bytes(layout))
     return path

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 from lxml import etree
 from PIL import Image
 
-from tfnhr.choices import SUBSETS
+from tfnhr.choices import PAGE_LAYOUTS, SUBSETS
 from tfnhr.data.synthetic import RenderStyle, render_example
 from tfnhr.progress import Progress
 
@@ -42,7 +41,7 @@ LAYOUT_FORMATS = {
     "alto": ("alto", "http://www.loc.gov/standards/alto/ns-v4#"),
     "alto-2": ("alto", "http://www.loc.gov/standards/alto/ns-v2#"),
 }
-"""Formats :func:`write_pages` writes: name -> (family, namespace)."""
+"""Formats :func:`write_pages` writes (:data:`~tfnhr.choices.PAGE_LAYOUTS`): name -> (family, namespace)."""
 PAPER = 255
 MARGIN = 60
 """Blank page margin, px (holds the rotation's overhang)."""

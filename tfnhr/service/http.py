@@ -1,8 +1,9 @@
 """The HTTP front of the recognition service: routes, request limits, JSON answers, access log.
 
 Routes: ``POST /recognize`` (a raw image or ``multipart/form-data`` files, see
-:mod:`tfnhr.service.payload`) and ``GET /health``. Every answer is JSON with an HTTP status
-line and closes the connection (one request per connection, so shutting down never waits on
+:mod:`tfnhr.service.payload`), ``POST /recognize/page`` (a page image and its PAGE-XML/ALTO file,
+see :mod:`tfnhr.service.pages`; answered with the filled file) and ``GET /health``. Every other
+answer is JSON; every answer has an HTTP status line and closes the connection (one request per connection, so shutting down never waits on
 idle keep-alive connections). A request thread decodes and checks its images, scales them to the
 model's height, submits them to the :class:`~tfnhr.service.batcher.Batcher` and waits for the
 results; only the batcher's worker thread touches the model.
@@ -35,12 +36,15 @@ from urllib.parse import urlsplit
 import numpy as np
 
 import tfnhr
+from tfnhr.alignment import Reading
 from tfnhr.data.images import unreadable_reason
 from tfnhr.service.batcher import Batcher, BatcherClosed
+from tfnhr.service.pages import fill_page_request
 from tfnhr.service.payload import RequestError, body_kind, image_parts, read_gray
 
-Recognition = tuple[str, float]
-"""What the batch function returns per image: (text, confidence in (0, 1])."""
+Recognition = Reading
+"""What the batch function returns per image: text, confidence in (0, 1] and (optionally) the
+alignment, in the columns of the image the batcher was given."""
 
 
 LINGER_SECONDS = 2.0
@@ -51,12 +55,15 @@ LINGER_BYTES = 16_000_000
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """What ``POST /recognize`` accepts: body size (bytes), image size (pixels), and the seconds
-    a client may take to send its request line and headers, and its body (totals)."""
+    """What ``POST /recognize`` accepts: body size (bytes), line-image size (pixels), page-image
+    size (pixels, ``/recognize/page``), and the seconds a client may take to send its request
+    line and headers, and its body (totals)."""
 
     max_body_bytes: int = 10_000_000
     max_height: int = 512
     max_width: int = 8192
+    max_page_height: int = 12_000
+    max_page_width: int = 12_000
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
 
@@ -210,7 +217,7 @@ class RecognitionHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # for "Expect: 100-continue"; every answer still closes
     default_request_version = "HTTP/1.0"  # a garbled request line still gets a status line
 
-    ROUTES = {"/recognize": "POST", "/health": "GET"}
+    ROUTES = {"/recognize": "POST", "/recognize/page": "POST", "/health": "GET"}
 
     def setup(self) -> None:
         super().setup()
@@ -245,7 +252,7 @@ class RecognitionHandler(BaseHTTPRequestHandler):
 
     def handle_expect_100(self) -> bool:
         """Refuse an upload that breaks a limit before the client sends its body."""
-        if self._route() == "/recognize" and self.command == "POST":
+        if self._route() in ("/recognize", "/recognize/page") and self.command == "POST":
             try:
                 self._check_recognize_headers()
             except RequestError as error:
@@ -272,14 +279,20 @@ class RecognitionHandler(BaseHTTPRequestHandler):
                                            f"flight): retry in {retry} s"}, {"Retry-After": str(retry)})
         else:
             try:
-                status, answer = 200, self._recognize()
+                if path == "/recognize/page":
+                    status, answer = 200, self._recognize_page()
+                else:
+                    status, answer = 200, self._recognize()
             except RequestError as error:
                 status, answer = error.status, {"error": str(error)}
             except Exception as error:  # noqa: BLE001  (a bug must still get an answer)
                 status, answer = 500, {"error": f"{type(error).__name__}: {error}"}
             finally:
                 self.server.leave()
-            self._send_json(status, answer)
+            if isinstance(answer, tuple):
+                self._send(status, *answer)
+            else:
+                self._send_json(status, answer)
 
     def _check_recognize_headers(self) -> int:
         """The body length (bytes) of a ``POST /recognize``, checked before reading the body."""
@@ -318,17 +331,43 @@ class RecognitionHandler(BaseHTTPRequestHandler):
             raise RequestError(503, str(error)) from error
         results = []
         for (name, _), future, reason in zip(parts, futures, reasons):
-            try:
-                text, confidence = future.result() if future else ("", 0.0)
-            except Exception as error:  # noqa: BLE001  (reported to the client, the server stays up)
-                raise RequestError(500, f"recognition failed: {type(error).__name__}: {error}") from error
-            results.append({"name": name, "text": text, "confidence": confidence,
+            reading = self._result(future) if future else Reading("", 0.0)
+            results.append({"name": name, "text": reading.text, "confidence": reading.confidence,
                             "time_ms": round(self._elapsed_ms(), 1), **({"warning": reason} if reason else {})})
         self.server.count_served()
         if body_kind(content_type) == "image":
             del results[0]["name"]
             return results[0]
         return {"results": results}
+
+    @staticmethod
+    def _result(future) -> Recognition:
+        """A submitted image's result; a failed batch is a 500 (the server stays up)."""
+        try:
+            return future.result()
+        except Exception as error:  # noqa: BLE001  (reported to the client)
+            raise RequestError(500, f"recognition failed: {type(error).__name__}: {error}") from error
+
+    def _read_lines(self, grays: list[np.ndarray]) -> list[Recognition]:
+        """Recognize line images through the batcher, spans in the columns of ``grays``."""
+        prepared = [self.server.prepare(gray) for gray in grays]
+        try:
+            futures = [self.server.batcher.submit(item) for item in prepared]
+        except BatcherClosed as error:
+            raise RequestError(503, str(error)) from error
+        return [self._result(future).scaled(gray.shape[1] / item.shape[1])
+                for gray, item, future in zip(grays, prepared, futures)]
+
+    def _recognize_page(self) -> tuple[bytes, str, dict[str, str]]:
+        """The filled PAGE-XML/ALTO file of a page request, its content type and the headers
+        ``X-Lines-Recognized`` and ``X-Lines-Skipped`` (``kind=count,...``)."""
+        body = self._read_body(self._check_recognize_headers())
+        limits = self.server.limits
+        filled = fill_page_request(body, self.headers.get("Content-Type"), self._read_lines,
+                                   limits.max_page_height, limits.max_page_width)
+        self.server.count_served()
+        skipped = ",".join(f"{kind}={count}" for kind, count in filled.skipped.items())
+        return filled.xml, "application/xml", {"X-Lines-Recognized": str(filled.lines), "X-Lines-Skipped": skipped or "0"}
 
     def _read_body(self, length: int) -> bytes:
         """The ``length`` bytes of the body, all within ``limits.body_timeout_s``:
@@ -351,11 +390,13 @@ class RecognitionHandler(BaseHTTPRequestHandler):
         return (time.perf_counter() - getattr(self, "_started", time.perf_counter())) * 1000
 
     def _send_json(self, status: int, answer: dict, headers: dict[str, str] | None = None) -> None:
-        body = json.dumps(answer).encode() + b"\n"
+        self._send(status, json.dumps(answer).encode() + b"\n", "application/json", headers)
+
+    def _send(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
         self._body_bytes = len(body)
         self.connection.settimeout(self.server.limits.body_timeout_s)  # a client that does not read
         self.send_response(status)
-        for name, value in {"Content-Type": "application/json", "Content-Length": str(len(body)),
+        for name, value in {"Content-Type": content_type, "Content-Length": str(len(body)),
                             "Connection": "close", **(headers or {})}.items():
             self.send_header(name, value)
         self.end_headers()

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tfnhr.alignment import Reading
 from tfnhr.charset import Charset
 from tfnhr.cli import main
 from tfnhr.data import synthetic
@@ -241,10 +242,10 @@ def test_errors_of_the_batch_function_answer_500_and_the_server_stays_up():
     failing = threading.Event()
     failing.set()
 
-    def run(grays: list[np.ndarray]) -> list[tuple[str, float]]:
+    def run(grays: list[np.ndarray]) -> list[Reading]:
         if failing.is_set():
             raise RuntimeError("the model fell over")
-        return [(f"{gray.shape[1]}x{gray.shape[0]}", 0.5) for gray in grays]
+        return [Reading(f"{gray.shape[1]}x{gray.shape[0]}", 0.5) for gray in grays]
 
     log = io.StringIO()
     server = RecognitionServer(("127.0.0.1", 0), Batcher(run, np.size, budget=10_000, max_wait_s=0),
@@ -286,10 +287,10 @@ def in_process_server(run, limits: Limits = Limits(), capacity: Capacity = Capac
         assert not serving.is_alive()
 
 
-def sizes(grays: list[np.ndarray]) -> list[tuple[str, float]]:
+def sizes(grays: list[np.ndarray]) -> list[Reading]:
     """A fake recognizer: each image's ``WxH`` after 2 ms per image."""
     time.sleep(0.002 * len(grays))
-    return [(f"{gray.shape[1]}x{gray.shape[0]}", 0.5) for gray in grays]
+    return [Reading(f"{gray.shape[1]}x{gray.shape[0]}", 0.5) for gray in grays]
 
 
 ACCESS_LINE = (r'127\.0\.0\.1 - - \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] '
