@@ -38,7 +38,8 @@ def _read_gray(source: str | Path | io.BytesIO, name: str) -> np.ndarray:
     except FileNotFoundError as error:
         raise ImageReadError(f"{name}: no such image file") from error
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
-        reason = str(error).replace(f" {source!r}", "")  # PIL names an in-memory source by its repr
+        # PIL names a file by its path and an in-memory source by its repr: the message names it already
+        reason = str(error).replace(f" {str(source)!r}", "").replace(f" {source!r}", "")
         raise ImageReadError(f"{name}: not a readable image ({reason})") from error
     if gray.size == 0:
         raise ImageReadError(f"{name}: the image is empty")
