@@ -88,8 +88,9 @@ class PageLayout:
     size: tuple[float, float] | None
     lines: list[LayoutLine]
     tree: Any = dataclasses.field(repr=False)
-    declaration: bytes = b""
-    """The source's XML declaration as written (``b""`` if it had none), kept for writing back."""
+    prolog: bytes = b""
+    """The source's bytes before its root element (XML declaration, comments, document type,
+    whitespace) as written, kept for writing back."""
 
     @property
     def id(self) -> str:
@@ -163,9 +164,19 @@ def parse_layout(data: bytes, path: str | Path) -> PageLayout:
     namespace = _split_tag(root.tag)[0]
     reader = _read_page if fmt == "page" else _read_alto
     image_name, size, lines = reader(root, _Names(namespace), path)
-    declaration = re.match(rb"(?:\xef\xbb\xbf)?\s*(<\?xml\s[^>]*\?>)", data[:512])
-    return PageLayout(path, fmt, namespace, image_name, size, lines, tree,
-                      declaration.group(1) if declaration else b"")
+    return PageLayout(path, fmt, namespace, image_name, size, lines, tree, _prolog(data))
+
+
+_PROLOG_ITEM = re.compile(rb"\s+|<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^\[>]*(?:\[.*?\])?\s*>", re.S)
+
+
+def _prolog(data: bytes) -> bytes:
+    """The bytes before the root element: whitespace, processing instructions (the XML
+    declaration), comments and a document type."""
+    position = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    while match := _PROLOG_ITEM.match(data, position):
+        position = match.end()
+    return data[:position]
 
 
 class _Names:

@@ -143,10 +143,13 @@ def word_polygon(line_polygon: Sequence[Point], rectangle: Sequence[Point]) -> t
 
 
 def layout_bytes(layout: PageLayout) -> bytes:
-    """``layout.tree`` serialized in the source's encoding, after the source's XML declaration
-    as it was written (none if it had none)."""
-    body = etree.tostring(layout.tree, encoding=layout.tree.docinfo.encoding or "UTF-8", xml_declaration=False)
-    return layout.declaration + b"\n" + body if layout.declaration else body
+    """The document in the source's encoding: the source's prolog (declaration, comments, ...)
+    as it was written, the root element, then what follows it (comments), ending in a newline."""
+    encoding = layout.tree.docinfo.encoding or "UTF-8"
+    root = layout.tree.getroot()
+    parts = [layout.prolog, etree.tostring(root, encoding=encoding, xml_declaration=False, with_tail=False)]
+    parts += [b"\n" + etree.tostring(sibling, encoding=encoding, with_tail=False) for sibling in root.itersiblings()]
+    return b"".join(parts) + b"\n"
 
 
 def save_layout(layout: PageLayout, path: str | Path) -> Path:

@@ -53,7 +53,8 @@ def test_an_export_style_page_gives_its_lines_in_reading_order(tmp_path):
     head = layout.lines[0]
     assert head.polygon == ((100, 30), (500, 30), (500, 70), (100, 70))
     assert head.baseline == ((100, 62), (500, 62))
-    assert layout.declaration == b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
+    assert layout.prolog == (b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+                             b"<!-- exported by a transcription platform -->\n")
 
 
 def test_alto_with_other_units_hyphens_and_old_polygons(tmp_path):
