@@ -9,13 +9,17 @@
   hyphenated line (``HYP``), a line with an old-style ``x y x y`` polygon and a one-value
   ``BASELINE``. Its page is 2000 x 1500 mm10 for a 600 x 450 px image.
 * :data:`PAGE_2010_POINTS` (PAGE 2010): ``Coords`` as ``Point`` children.
+
+:func:`without_line_text` gives what must not change when recognized text is written into a file.
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
+from lxml import etree
 from PIL import Image
 
 TRANSKRIBUS_PAGE = """<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
@@ -165,3 +169,21 @@ def write_page(folder: Path, name: str, xml: str, image_name: str, size: tuple[i
     rng = np.random.default_rng(seed)
     Image.fromarray(rng.integers(150, 256, size=(size[1], size[0]), dtype=np.uint8)).save(folder / image_name)
     return path
+
+
+TEXT_CHILDREN = {"page": ("TextEquiv", "Word"), "alto": ("String", "SP", "HYP")}
+
+
+def without_line_text(tree, fmt: str) -> bytes:
+    """The document's canonical form with every TextLine's text children removed and the
+    whitespace between a TextLine's children dropped (writing re-indents a line's content)."""
+    tree = copy.deepcopy(tree)
+    for line in tree.iter("{*}TextLine"):
+        for child in [c for c in line if etree.QName(c).localname in TEXT_CHILDREN[fmt]]:
+            line.remove(child)
+        for element in line.iter():
+            if element is not line and element.tail is not None and not element.tail.strip():
+                element.tail = None
+            if len(element) and element.text is not None and not element.text.strip():
+                element.text = None
+    return etree.tostring(tree, method="c14n")

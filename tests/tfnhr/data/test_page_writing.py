@@ -4,32 +4,12 @@ declaration, encoding, comments and unrelated elements byte for byte)."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 from lxml import etree
 
 from tfnhr.data.page_layout import read_layout
 from tfnhr.data.page_writing import WordBox, fill_line, layout_bytes, save_layout, word_polygon
-from tests.helpers.page_fixtures import ALTO_MM10, TRANSKRIBUS_PAGE, write_page
-
-TEXT_CHILDREN = {"page": ("TextEquiv", "Word"), "alto": ("String", "SP", "HYP")}
-
-
-def without_line_text(tree, fmt: str) -> bytes:
-    """The document's canonical form with every TextLine's text children removed and the
-    whitespace between a TextLine's children dropped (writing re-indents a line's content)."""
-    tree = copy.deepcopy(tree)
-    for line in tree.iter("{*}TextLine"):
-        for child in [c for c in line if etree.QName(c).localname in TEXT_CHILDREN[fmt]]:
-            line.remove(child)
-        for element in line.iter():
-            if element is not line and element.tail is not None and not element.tail.strip():
-                element.tail = None
-            if len(element) and element.text is not None and not element.text.strip():
-                element.text = None
-    return etree.tostring(tree, method="c14n")
-
+from tests.helpers.page_fixtures import ALTO_MM10, TRANSKRIBUS_PAGE, without_line_text, write_page
 
 def test_page_lines_get_words_and_text_and_nothing_else_changes(tmp_path):
     source = write_page(tmp_path, "IMG_0001.xml", TRANSKRIBUS_PAGE, "IMG_0001.png", (600, 400))
