@@ -562,3 +562,80 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(service):
                r'"(GET|POST) /\S* HTTP/1\.[01]" \d{3} \d+ \d+\.\d')
     assert all(re.fullmatch(pattern, line) for line in lines), lines
     assert lines[-1].split()[-3] == "200"
+
+
+# --- POST /recognize/page: a page image and its layout file in, the filled file out ----------
+
+def post(client: Client, path: str, body: bytes, content_type: str) -> tuple[int, str, dict, bytes]:
+    """``(status, content type, headers, body)`` of a POST whose answer may be XML."""
+    connection = http.client.HTTPConnection(client.host, client.port, timeout=120)
+    try:
+        connection.request("POST", path, body=body, headers={"Content-Type": content_type})
+        response = connection.getresponse()
+        client._count()
+        return response.status, response.getheader("Content-Type"), dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def page_files(tmp_path_factory):
+    """A synthetic PAGE-XML page and an ALTO page: ``{family: (xml bytes, png bytes)}``."""
+    from tfnhr.data.synthetic_pages import write_pages
+
+    files = {}
+    for layout in ("page", "alto"):
+        folder = tmp_path_factory.mktemp(layout)
+        write_pages(folder, {"train": 1}, layout=layout, seed=4, progress=False)
+        files[layout] = ((folder / "train" / layout / "s0000.xml").read_bytes(), (folder / "train" / "s0000.png").read_bytes())
+    return files
+
+
+@pytest.mark.parametrize("family", ["page", "alto"])
+def test_a_page_request_gets_its_layout_file_back_filled(page_files, family):
+    """With a real (tiny) recognizer behind the batcher: the answer is the same file with every
+    line's text, equal to what the library writes for the same page and model."""
+    from tfnhr.data.page_layout import parse_layout
+    from tfnhr.data.page_writing import layout_bytes
+    from tfnhr.data.pages import Skips
+    from tfnhr.page_recognition import fill_page
+    from tests.helpers.tiny_models import tiny_recognizer
+
+    transcriber = Transcriber(tiny_recognizer())
+    xml, png = page_files[family]
+    body, content_type = multipart([("s0000.xml", xml, "application/xml"), ("s0000.png", png, "image/png")])
+    with in_process_server(transcriber.read) as (client, server, log):
+        status, kind, headers, answer = post(client, "/recognize/page", body, content_type)
+        assert client.request("GET", "/health")[1]["requests_served"] == 1
+    assert status == 200 and kind == "application/xml", answer
+    expected = parse_layout(xml, "s0000.xml")
+    lines, _ = fill_page(expected, decode_gray(png), transcriber.read, Skips())
+    assert answer == layout_bytes(expected)
+    assert headers["X-Lines-Recognized"] == str(lines) and headers["X-Lines-Skipped"] == "0"
+    assert lines == len(expected.lines) > 0
+    assert re.search(r'"POST /recognize/page HTTP/1.1" 200 \d+', log.getvalue())
+
+
+@pytest.mark.parametrize("files, content_type, status, message", [
+    (None, "image/png", 415, "send multipart/form-data with the page image and its PAGE-XML/ALTO file"),
+    ([("s0000.png", b"png", "image/png")], None, 400, "expected one .xml file (PAGE-XML or ALTO) and one page image, got: s0000.png"),
+    ([("a.xml", b"<x/>", "text/xml"), ("b.xml", b"<y/>", "text/xml"), ("s.png", b"", "image/png")], None, 400,
+     "expected one .xml file"),
+    ([("mets.xml", b'<mets xmlns="http://www.loc.gov/METS/"/>', "text/xml"), ("s.png", b"x", "image/png")], None, 400,
+     "mets.xml: neither PAGE-XML"),
+    ([("s.xml", "truncated", "text/xml"), ("s.png", b"x", "image/png")], None, 400, "s.xml: not well-formed XML"),
+    ([("s.xml", "layout", "text/xml"), ("s.png", b"not an image", "image/png")], None, 400, "s.png: not a readable image"),
+    ([("s.xml", "layout", "text/xml"), ("s.png", "huge", "image/png")], None, 413, "s.png: 20000x100 px is larger than the limit"),
+])
+def test_bad_page_requests_are_refused_with_their_reason(page_files, files, content_type, status, message):
+    xml, png = page_files["page"]
+    if files is None:
+        body = png
+    else:
+        stand_ins = {"layout": xml, "truncated": xml[:300], "huge": png_header_only(20000, 100)}
+        files = [(name, stand_ins.get(data, data), kind) for name, data, kind in files]
+        body, content_type = multipart(files)
+    with in_process_server(sizes) as (client, server, log):
+        got = post(client, "/recognize/page", body, content_type)
+    assert got[0] == status and got[1] == "application/json"
+    assert message in json.loads(got[3])["error"]
