@@ -82,6 +82,11 @@ def run_pages(args: argparse.Namespace) -> int:
     pages and files are counted in warnings."""
     from tfnhr.page_recognition import recognize_pages
 
+    for path in args.pages:  # before the model loads
+        if not path.exists():
+            raise FileNotFoundError(f"--pages {path}: no such folder or file")
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {args.out} is a file: with --pages it is the folder for the filled layout files")
     transcriber = _transcriber(args)
     pages = args.pages[0] if len(args.pages) == 1 and args.pages[0].is_dir() else args.pages
     summary, skips = recognize_pages(pages, args.out, transcriber.read, progress=True)

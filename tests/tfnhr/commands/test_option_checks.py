@@ -26,7 +26,7 @@ REQUIRED = {
 """Valid values of each sub-command's required arguments (keyed by the last word of its name)."""
 
 FREE_FORM = {"--data", "--out", "--model", "--config", "--split", "--lm", "--json", "--access-log", "--text",
-             "--host", "--layer"}
+             "--host", "--layer", "--pages"}
 """Options whose values are paths or names: checked when used (a missing file is a one-line
 error naming it, before any data is read), so no value is wrong while parsing."""
 
