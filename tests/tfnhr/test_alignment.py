@@ -13,6 +13,7 @@ from tfnhr.alignment import Reading, Span, align
 from tfnhr.charset import Charset
 from tfnhr.data.synthetic import render_example
 from tfnhr.inference import Transcriber
+from tests.helpers.peak_columns import peak_labels
 from tests.helpers.tiny_models import tiny_recognizer
 
 ABC = Charset("ab c")
@@ -81,16 +82,9 @@ def test_word_spans_from_peaks_at_the_characters_overlap_the_rendered_word_boxes
     word of 3 or more characters gets a span of IoU >= 0.7 with its true box, every word >= 0.4."""
     image, text, boxes = render_example(11, "lines", "train", index)
     charset = Charset(sorted(set(text)))
-    columns = math.ceil(image.shape[1] / 4)
-    labels = [0] * columns
+    labels = peak_labels(text, boxes, image.shape[1], charset, pixels_per_column=4)
     words = text.split()
-    for number, (word, (x0, _, x1, _)) in enumerate(zip(words, boxes)):
-        for k, char in enumerate(word):
-            labels[min(columns - 1, int((x0 + (k + 0.5) * (x1 - x0) / len(word)) / 4))] = charset.encode(char)[0]
-        if number + 1 < len(words):
-            gap = (x1 + boxes[number + 1][0]) / 2
-            labels[int(gap / 4)] = charset.encode(" ")[0]
-    alignment = align(peak_scores(labels, charset.num_classes, [0.9] * columns), charset, image.shape[1])
+    alignment = align(peak_scores(labels, charset.num_classes, [0.9] * len(labels)), charset, image.shape[1])
     assert alignment.text == text
     overlaps = [iou((span.x0, span.x1), (box[0], box[2])) for span, box in zip(alignment.words, boxes)]
     assert min(overlaps) >= 0.4

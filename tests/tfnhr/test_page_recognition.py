@@ -4,7 +4,6 @@ texts equal its readings of the same cut lines, and the rest of every file is un
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -19,23 +18,17 @@ from tfnhr.data.synthetic_pages import render_page, write_pages
 from tfnhr.inference import Transcriber
 from tfnhr.page_recognition import fill_page, recognize_pages
 from tests.helpers.page_fixtures import without_line_text
+from tests.helpers.peak_columns import peak_labels
 from tests.helpers.tiny_models import tiny_recognizer
 
 
 def peak_reading(text: str, boxes, width: int, image_width: int) -> Reading:
-    """A reading of a rendered line ``width`` px wide, cut ``image_width`` px wide: peaks at each
-    character's share of its word box (one column per 2 px) and at each gap's middle."""
+    """A reading of a rendered line ``width`` px wide, cut ``image_width`` px wide, from
+    :func:`~tests.helpers.peak_columns.peak_labels` at one column per 2 px."""
     charset = Charset(sorted(set(text)))
-    columns = math.ceil(width / 2)
-    labels = [0] * columns
-    words = text.split()
-    for number, (word, (x0, _, x1, _)) in enumerate(zip(words, boxes)):
-        for k, char in enumerate(word):
-            labels[min(columns - 1, int((x0 + (k + 0.5) * (x1 - x0) / len(word)) / 2))] = charset.encode(char)[0]
-        if number + 1 < len(words):
-            labels[int((x1 + boxes[number + 1][0]) / 4)] = charset.encode(" ")[0]
-    scores = np.full((columns, charset.num_classes), -5.0)
-    scores[np.arange(columns), labels] = 5.0
+    labels = peak_labels(text, boxes, width, charset, pixels_per_column=2)
+    scores = np.full((len(labels), charset.num_classes), -5.0)
+    scores[np.arange(len(labels)), labels] = 5.0
     alignment = align(scores, charset, width)
     assert alignment.text == text
     return Reading(text, 0.9, alignment.scaled(image_width / width))

@@ -28,7 +28,7 @@ import numpy as np
 from lxml import etree
 from PIL import Image
 
-from tfnhr.choices import PAGE_LAYOUTS, SUBSETS
+from tfnhr.choices import SUBSETS
 from tfnhr.data.synthetic import RenderStyle, render_example
 from tfnhr.progress import Progress
 
