@@ -46,6 +46,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="connections the kernel queues before they are accepted (capped by net.core.somaxconn)")
     parser.add_argument("--max-requests", type=COUNT.type, default=Capacity.max_requests,
                         help="recognition requests admitted at once; more are answered 503 with Retry-After")
+    parser.add_argument("--max-pages", type=COUNT.type, default=Capacity.max_pages,
+                        help="POST /recognize/page requests that hold their page image at once; more wait their turn")
     parser.add_argument("--access-log", type=Path, default=None, help="append access-log lines here, not to stderr")
     add_decoder_choice(parser)
     parser.set_defaults(run=run)
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             limits=Limits(max_body_bytes=args.max_body_bytes, max_height=args.max_height, max_width=args.max_width,
                           max_page_height=args.max_page_height, max_page_width=args.max_page_width,
                           header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout),
-            capacity=Capacity(args.backlog, args.max_requests), access_log=access_log)
+            capacity=Capacity(args.backlog, args.max_requests, args.max_pages), access_log=access_log)
     except OSError as error:
         batcher.close()
         raise OSError(f"cannot listen on {args.host}:{args.port}: {error}") from None

@@ -72,10 +72,14 @@ class Limits:
 class Capacity:
     """How many clients the server holds: ``backlog`` connections waiting to be accepted (the
     kernel caps it at ``net.core.somaxconn``) and ``max_requests`` recognition requests admitted
-    at once (reading, waiting for the model or being recognized); more get 503."""
+    at once (reading, waiting for the model or being recognized); more get 503. Of those,
+    ``max_pages`` page requests hold their page image at once."""
 
     backlog: int = 1024
     max_requests: int = 256
+    max_pages: int = 4
+    """Page requests (``/recognize/page``) whose page image is decoded and cut at once; more wait
+    their turn (a page image in memory is its pixel count in bytes, up to the page limit)."""
 
 
 class _DeadlineSocketReader(io.RawIOBase):
@@ -113,6 +117,7 @@ class RecognitionServer(ThreadingHTTPServer):
         self.request_queue_size = capacity.backlog  # read by server_activate() in __init__
         super().__init__(address, RecognitionHandler)
         self.batcher, self.prepare, self.limits, self.capacity = batcher, prepare, limits, capacity
+        self.page_slots = threading.BoundedSemaphore(capacity.max_pages)
         self.model_name, self.charset_size = model_name, charset_size
         self.access_log = access_log
         self._lock = threading.Lock()
@@ -363,8 +368,9 @@ class RecognitionHandler(BaseHTTPRequestHandler):
         ``X-Lines-Recognized`` and ``X-Lines-Skipped`` (``kind=count,...``)."""
         body = self._read_body(self._check_recognize_headers())
         limits = self.server.limits
-        filled = fill_page_request(body, self.headers.get("Content-Type"), self._read_lines,
-                                   limits.max_page_height, limits.max_page_width)
+        with self.server.page_slots:
+            filled = fill_page_request(body, self.headers.get("Content-Type"), self._read_lines,
+                                       limits.max_page_height, limits.max_page_width)
         self.server.count_served()
         skipped = ",".join(f"{kind}={count}" for kind, count in filled.skipped.items())
         return filled.xml, "application/xml", {"X-Lines-Recognized": str(filled.lines), "X-Lines-Skipped": skipped or "0"}

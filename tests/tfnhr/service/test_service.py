@@ -639,3 +639,30 @@ def test_bad_page_requests_are_refused_with_their_reason(page_files, files, cont
         got = post(client, "/recognize/page", body, content_type)
     assert got[0] == status and got[1] == "application/json"
     assert message in json.loads(got[3])["error"]
+
+
+def test_page_requests_beyond_max_pages_wait_their_turn(page_files):
+    """With ``max_pages=1`` and the model held, the first page's lines are queued and the second
+    page's are not (its request waits for the page slot); released, both are answered."""
+    from tfnhr.data.page_layout import parse_layout
+
+    xml, png = page_files["page"]
+    lines = len(parse_layout(xml, "s0000.xml").lines)
+    body, content_type = multipart([("s0000.xml", xml, "application/xml"), ("s0000.png", png, "image/png")])
+    release = threading.Event()
+
+    def held(grays: list[np.ndarray]) -> list[Reading]:
+        assert release.wait(30)
+        return [Reading("x", 0.5) for _ in grays]
+
+    with in_process_server(held, capacity=Capacity(max_pages=1)) as (client, server, log):
+        with ThreadPoolExecutor(2) as pool:
+            answers = [pool.submit(post, client, "/recognize/page", body, content_type) for _ in range(2)]
+            deadline = time.monotonic() + 20
+            while server.batcher.queue_length < lines - 1:  # one line is in the held batch
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            time.sleep(0.5)
+            assert server.batcher.queue_length == lines - 1
+            release.set()
+            assert [answer.result()[0] for answer in answers] == [200, 200]
