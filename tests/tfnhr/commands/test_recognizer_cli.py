@@ -148,9 +148,14 @@ def test_recognize_formats_output_file_and_images_too_small_to_read(workspace, t
     assert err[0] == f"tfnhr recognize: warning: {tiny}: too small to read: 1x1 px (width x height; at least 4x8 px)"
     assert err[1].startswith(f"tfnhr recognize: error: {garbage}: not a readable image")
     results = json.loads((tmp_path / "out.json").read_text())
-    assert [set(r) for r in results] == [{"path", "text", "confidence"}, {"path", "text", "confidence", "warning"},
-                                         {"path", "error"}]
+    assert [set(r) for r in results] == [{"path", "text", "confidence", "words"},
+                                         {"path", "text", "confidence", "warning"}, {"path", "error"}]
     assert results[0]["text"] == text and 0 < results[0]["confidence"] <= 1
+    words = results[0]["words"]  # greedy decoding: the best path's words with their pixel columns
+    assert [word["text"] for word in words] == text.split()
+    width = load_gray(image).shape[1]
+    assert all(0 <= w["x0"] < w["x1"] <= width and 0 < w["confidence"] <= 1 for w in words)
+    assert all(a["x1"] <= b["x0"] for a, b in zip(words, words[1:]))
     assert (results[1]["text"], results[1]["confidence"]) == ("", 0.0) and "too small" in results[1]["warning"]
     assert main(["recognize", "--model", str(model_path), str(image), str(garbage), "--format", "jsonl"]) == 1
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
