@@ -62,7 +62,7 @@ def measure_in(args: argparse.Namespace, root: Path) -> dict:
     from tfnhr.data.synthetic_pages import write_pages
     from tfnhr.inference import Transcriber
     from tfnhr.models import build_recognizer
-    from tfnhr.page_recognition import recognize_pages
+    from tfnhr.page_recognition import page_sources, recognize_pages
 
     folder = root / "pages"
     written = write_pages(folder, {"train": args.pages}, layout="page", seed=args.seed, progress=False)
@@ -81,7 +81,7 @@ def measure_in(args: argparse.Namespace, root: Path) -> dict:
     model = build_recognizer(Charset.from_texts(reference.texts), preset=args.preset, input_height=args.height)
     transcriber = Transcriber(model)
     transcriber.read(reference.images[:2])  # trace before timing
-    (summary, _), recognize_seconds, _ = _harness.timed(recognize_pages, folder, root / "out", transcriber.read)
+    (summary, _), recognize_seconds, _ = _harness.timed(recognize_pages, page_sources(folder), root / "out", transcriber.read)
     median = {name: figures["median"] for name, figures in seconds.items()}
     return {
         "pages": args.pages, "lines": lines, "threads": args.threads, "rounds": args.rounds,

@@ -72,16 +72,32 @@ def fill_page(layout: PageLayout, page: np.ndarray, read: ReadLines, skips: Skip
     return len(cuts), words
 
 
-def recognize_pages(source: str | Path | Sequence[str | Path], out_dir: str | Path, read: ReadLines,
-                    deskew: bool = True, progress: bool = False) -> tuple[PagesSummary, Skips]:
-    """Fill every layout file of ``source`` (a folder, searched recursively, or a list of
-    PAGE-XML/ALTO files) and write it to ``out_dir`` under its path relative to the folder (its
-    name, for a list). Returns the summary and the skips (the caller warns)."""
-    started = time.monotonic()
-    skips, summary = Skips(), PagesSummary()
+@dataclasses.dataclass
+class PageSources:
+    """The layout files to recognize: ``paths``, the folder they were found in (``None`` for a
+    list of files) and what was skipped finding them."""
+
+    paths: list[Path]
+    root: Path | None
+    skips: Skips
+
+
+def page_sources(source: str | Path | Sequence[str | Path]) -> PageSources:
+    """The layout files of ``source``: a folder (searched recursively) or PAGE-XML/ALTO files.
+    Raises for a missing path, a named file that is not PAGE/ALTO, or a folder without any
+    (:func:`tfnhr.data.pages.find_layout_files`); reads only the files' first bytes."""
+    skips = Skips()
     root = Path(source) if isinstance(source, (str, Path)) and Path(source).is_dir() else None
-    paths = find_layout_files(source, skips)
-    for layout, page in read_pages(paths, skips, root, progress, "pages"):
+    return PageSources(find_layout_files(source, skips), root, skips)
+
+
+def recognize_pages(sources: PageSources, out_dir: str | Path, read: ReadLines, deskew: bool = True,
+                    progress: bool = False) -> tuple[PagesSummary, Skips]:
+    """Fill every layout file of ``sources`` and write it to ``out_dir`` under its path relative
+    to the folder (its name, for files). Returns the summary and the skips (the caller warns)."""
+    started = time.monotonic()
+    skips, summary, root = sources.skips, PagesSummary(), sources.root
+    for layout, page in read_pages(sources.paths, skips, root, progress, "pages"):
         lines, words = fill_page(layout, page, read, skips, deskew)
         target = Path(out_dir) / (layout.path.relative_to(root) if root is not None else layout.path.name)
         summary.written.append(str(save_layout(layout, target)))

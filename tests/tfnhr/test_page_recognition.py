@@ -16,7 +16,7 @@ from tfnhr.data.page_layout import read_layout
 from tfnhr.data.pages import Skips, find_layout_files, page_line_cuts, read_pages
 from tfnhr.data.synthetic_pages import render_page, write_pages
 from tfnhr.inference import Transcriber
-from tfnhr.page_recognition import fill_page, recognize_pages
+from tfnhr.page_recognition import fill_page, page_sources, recognize_pages
 from tests.helpers.page_fixtures import without_line_text
 from tests.helpers.peak_columns import peak_labels
 from tests.helpers.tiny_models import tiny_recognizer
@@ -88,7 +88,7 @@ def test_a_recognizer_fills_pages_with_its_readings_and_nothing_else_changes(tmp
     source = tmp_path / "pages"
     write_pages(source, {"train": 2, "test": 1}, layout="page", seed=1, progress=False)
     transcriber = Transcriber(tiny_recognizer())
-    summary, skips = recognize_pages(source, tmp_path / "out", transcriber.read)
+    summary, skips = recognize_pages(page_sources(source), tmp_path / "out", transcriber.read)
     assert dict(skips.items) == {}
     assert summary.pages == 3 and len(summary.written) == 3
     for original in find_layout_files(source, Skips()):

@@ -80,16 +80,13 @@ def _transcriber(args: argparse.Namespace):
 def run_pages(args: argparse.Namespace) -> int:
     """Fill the layout files of ``--pages`` into ``--out``; print a JSON summary. Skipped lines,
     pages and files are counted in warnings."""
-    from tfnhr.page_recognition import recognize_pages
+    from tfnhr.page_recognition import page_sources, recognize_pages
 
-    for path in args.pages:  # before the model loads
-        if not path.exists():
-            raise FileNotFoundError(f"--pages {path}: no such folder or file")
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file: with --pages it is the folder for the filled layout files")
-    transcriber = _transcriber(args)
-    pages = args.pages[0] if len(args.pages) == 1 and args.pages[0].is_dir() else args.pages
-    summary, skips = recognize_pages(pages, args.out, transcriber.read, progress=True)
+    sources = page_sources(args.pages[0] if len(args.pages) == 1 and args.pages[0].is_dir() else args.pages)
+    transcriber = _transcriber(args)  # after the layout files were found: bad paths fail at once
+    summary, skips = recognize_pages(sources, args.out, transcriber.read, progress=True)
     skips.warn("--pages")
     print(json.dumps(summary.to_json(), indent=1))
     return 0 if summary.pages else 1
