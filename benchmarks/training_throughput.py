@@ -1,7 +1,9 @@
 """Recognizer training throughput: whole training steps of the small and large presets on synthetic lines at the main job's height, batch budgets compared in one run, with a profile of each step's parts and the machine's matmul peak.
 
-Each compared batching (``--configs BUDGET:WINDOW,...``: the batch's pixel budget and the
-width-sorting window of :func:`tfnhr.data.batches.similar_width_batches`; default the main job's
+Each compared batching (``--configs BUDGET:WINDOW[:PLANNER],...``: the batch's pixel budget, the
+width-sorting window of :func:`tfnhr.data.batches.similar_width_batches` and the packing planner,
+``xla`` by default, ``graph`` or ``numpy`` (the Python planner in ``tf.numpy_function``, as before
+the graph planner); default the main job's
 150,000 pixels with random batches (window 1, the default) against windows of 8 batches)
 gets its own recognizer (same seed) and its own training dataset
 (:func:`tfnhr.data.dataset.make_dataset` with ``default`` augmentation, as ``tfnhr train``);
@@ -12,7 +14,7 @@ block convolutions, CTC, Adam). Figures: lines/s = the lines of the timed steps 
 likewise, at the pool's mean pixels per line), the median step time and its range.
 
 The profile times each part of a step alone on the budget's first batch (median of repeats):
-the packing planner (NumPy, three calls), pack + unpack forward and backward, each MDLSTM
+the packing planner (three calls, the configuration's planner), pack + unpack forward and backward, each MDLSTM
 level's scan forward and backward, the block convolutions, the per-pixel scores, CTC forward
 and backward and the optimizer's update; "rest" is the measured step minus their sum. The
 single-thread (and, with ``--threads 2``, two-thread) float32 matmul peak is measured in the
@@ -55,12 +57,16 @@ MAIN_JOB_BATCH_PIXELS = 150_000
 """The main job's batch budget (about 11 lines)."""
 
 
-def parse_configs(text: str) -> list[tuple[int, int]]:
-    """``"150000:1,300000:8"`` -> ``[(150000, 1), (300000, 8)]``."""
+def parse_configs(text: str) -> list[tuple[int, int, str]]:
+    """``"150000:1,300000:8:numpy"`` -> ``[(150000, 1, "xla"), (300000, 8, "numpy")]``: pixel budget,
+    sorting window, packing planner (``tfnhr.ops.packing.PLANNERS``; default ``xla``)."""
     configs = []
     for part in text.split(","):
-        budget, _, window = part.partition(":")
-        configs.append((int(budget), int(window or 1)))
+        fields = part.split(":")
+        planner = fields[2] if len(fields) > 2 else "xla"
+        if len(fields) > 3 or planner not in ("xla", "graph", "numpy"):
+            raise argparse.ArgumentTypeError(f"expected BUDGET[:WINDOW[:xla|graph|numpy]], got {part!r}")
+        configs.append((int(fields[0]), int(fields[1]) if len(fields) > 1 and fields[1] else 1, planner))
     return configs
 
 
@@ -75,9 +81,10 @@ def synthetic_lines(count: int, seed: int):
                         [text for _, text in examples], [f"line{i}" for i in range(count)])
 
 
-def compiled_step(tf, preset: str, charset, seed: int):
+def compiled_step(tf, preset: str, charset, seed: int, planner: str = "xla"):
     """A recognizer of ``preset`` (seeded, 2x2 blocks, Adam 0.005 with clipping 10 as ``tfnhr
-    train``) and its ``train_step`` as one ``tf.function`` over ``(images, labels)`` batches."""
+    train``, its MDLSTMs packing with ``planner``) and its ``train_step`` as one ``tf.function``
+    over ``(images, labels)`` batches."""
     import keras
 
     from tfnhr.data.dataset import IMAGES_SPEC, LABELS_SPEC
@@ -85,6 +92,8 @@ def compiled_step(tf, preset: str, charset, seed: int):
 
     keras.utils.set_random_seed(seed)
     model = build_recognizer(charset, preset=preset, block=BLOCKS, input_height=HEIGHT)
+    for mdlstm in model.mdlstms:
+        mdlstm.packing_planner = planner
     model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=10.0))
     return model, tf.function(model.train_step, input_signature=[(IMAGES_SPEC, LABELS_SPEC)])
 
@@ -124,20 +133,27 @@ def median_seconds(function, repeats: int) -> float:
 
 def profile_step(tf, model, images, labels, repeats: int) -> tuple[dict, float]:
     """Seconds of each part of one training step on ``(images, labels)`` and the step's scan FLOPs."""
-    from tfnhr.ops.packing import _plan_indices, _ragged_lengths, pack_ragged_graph, unpack
+    from tfnhr.ops.graph_planner import plan_packing_graph
+    from tfnhr.ops.packing import _plan_indices, _ragged_lengths, image_sizes_tensor, pack_ragged_graph, unpack
 
+    planner = model.mdlstms[0].packing_planner
+    graph_plan = tf.function(lambda sizes: plan_packing_graph(sizes[:, 0], sizes[:, 1], jit=planner == "xla"))
     parts, flops, features = {}, 0.0, images
     parts["planner"] = 0.0
     parts["pack/unpack"] = 0.0
     for level, mdlstm in enumerate(model.mdlstms, start=1):
         heights, row_widths = (t.numpy() for t in _ragged_lengths(features))
-        parts["planner"] += median_seconds(lambda h=heights, w=row_widths: _plan_indices(h, w, None, None), repeats)
+        if planner == "numpy":
+            parts["planner"] += median_seconds(lambda h=heights, w=row_widths: _plan_indices(h, w, None, None), repeats)
+        else:
+            sizes = image_sizes_tensor(features)
+            parts["planner"] += median_seconds(lambda s=sizes: graph_plan(s).canvas_shape.numpy(), repeats)
 
         @tf.function
         def pack_roundtrip(x):
             with tf.GradientTape() as tape:
                 x, pixels = _watched(tape, x)
-                canvas, _, indices = pack_ragged_graph(x)
+                canvas, _, indices = pack_ragged_graph(x, planner=planner)
                 total = tf.reduce_sum(unpack(canvas, indices).flat_values)
             return tape.gradient(total, pixels)
 
@@ -230,8 +246,8 @@ def measure_steps(args: argparse.Namespace) -> dict:
     for preset in args.presets.split(","):
         steps, models, iterators, lines = {}, {}, {}, {}
         for config in args.configs:
-            budget, window = config
-            model, step = compiled_step(tf, preset, charset, args.seed)
+            budget, window, planner = config
+            model, step = compiled_step(tf, preset, charset, args.seed, planner)
             dataset = make_dataset(data, charset, budget, seed=args.seed, augment=make_augmenter("default", args.seed),
                                    sort_window=window)
             iterator = iter(dataset.repeat())
@@ -242,7 +258,7 @@ def measure_steps(args: argparse.Namespace) -> dict:
         times = _harness.interleaved(steps, rounds=args.rounds, warmup=args.warmup)
         results = {}
         for config, model in models.items():
-            budget, _ = config
+            budget, *_ = config
             images, labels = next(iterators[config])
             step_wall = statistics.median(times[config].wall)
             trained = lines[config][args.warmup:]  # lines of each timed step
@@ -250,7 +266,7 @@ def measure_steps(args: argparse.Namespace) -> dict:
             parts, flops = profile_step(tf, model, images, labels, args.profile_repeats)
             parts["rest"] = step_wall - sum(parts.values())
             results[label(config)] = {
-                "batch_pixels": budget, "sort_window": config[1],
+                "batch_pixels": budget, "sort_window": config[1], "planner": config[2],
                 "lines_per_step": lines_per_step, "step_seconds_median": step_wall,
                 "step_seconds_range": [min(times[config].wall), max(times[config].wall)],
                 "lines_per_second": sum(trained) / sum(times[config].wall),
@@ -263,9 +279,9 @@ def measure_steps(args: argparse.Namespace) -> dict:
     return report
 
 
-def label(config: tuple[int, int]) -> str:
-    """``"150000px/w8"``: a configuration's name in the report."""
-    return f"{config[0]}px/w{config[1]}"
+def label(config: tuple[int, int, str]) -> str:
+    """``"150000px/w8"`` (``"150000px/w8/numpy"`` for another planner than XLA's): a configuration's name."""
+    return f"{config[0]}px/w{config[1]}" + ("" if config[2] == "xla" else f"/{config[2]}")
 
 
 def print_steps(preset: str, results: dict, peak: float, threads: int) -> None:
@@ -317,7 +333,7 @@ def measure_workers(args: argparse.Namespace) -> dict:
                                    seed=args.seed, progress=False)
         for preset in args.presets.split(","):
             for config in args.configs:
-                budget, window = config
+                budget, window, _ = config  # the Horovod job plans with the default (XLA) planner
                 job = ["--task", "nhr", "--data", str(data), "--preset", preset, "--block", "2x2", "--height",
                        str(HEIGHT), "--batch-pixels", str(budget), "--sort-window", str(window),
                        "--epochs", str(args.epochs), "--seed", str(args.seed), "--quiet"]
@@ -418,9 +434,10 @@ def measure(args: argparse.Namespace) -> dict:
 def main(argv=None) -> int:
     parser = _harness.parser(__doc__, rounds=10)
     parser.add_argument("--presets", default="small,large", help="comma-separated recognizer presets")
-    parser.add_argument("--configs", type=parse_configs, default=[(MAIN_JOB_BATCH_PIXELS, 1), (MAIN_JOB_BATCH_PIXELS, 8)],
-                        help="comma-separated BUDGET:WINDOW batchings (pixels per batch, width-sorting window "
-                             "in batches; 1 = random batches); the first is the base of the ratios "
+    parser.add_argument("--configs", type=parse_configs, default=[(MAIN_JOB_BATCH_PIXELS, 1, "xla"), (MAIN_JOB_BATCH_PIXELS, 8, "xla")],
+                        help="comma-separated BUDGET:WINDOW[:PLANNER] batchings (pixels per batch, width-sorting window "
+                             "in batches, 1 = random batches; packing planner xla|graph|numpy, default xla); "
+                             "the first is the base of the ratios "
                              "(default 150000:1,150000:8)")
     parser.add_argument("--lines", type=int, default=330, help="synthetic training lines in the pool")
     parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")

@@ -3,6 +3,7 @@ shapes of the matmuls the scan really runs, and its parsing of compared batching
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 
@@ -44,5 +45,9 @@ def test_scan_flops_match_the_matmuls_of_the_scan(bench, units, channels):
 
 
 def test_configs_parse_budget_and_window(bench):
-    assert bench.parse_configs("150000:1,300000:8,90000") == [(150000, 1), (300000, 8), (90000, 1)]
-    assert bench.label((150000, 8)) == "150000px/w8"
+    assert bench.parse_configs("150000:1,300000:8,90000,150000:1:numpy") == [
+        (150000, 1, "xla"), (300000, 8, "xla"), (90000, 1, "xla"), (150000, 1, "numpy")]
+    with pytest.raises(argparse.ArgumentTypeError, match="planner|PLANNER|xla"):
+        bench.parse_configs("150000:1:python")
+    assert bench.label((150000, 8, "xla")) == "150000px/w8"
+    assert bench.label((150000, 8, "numpy")) == "150000px/w8/numpy"

@@ -63,7 +63,7 @@ import tensorflow as tf
 from tfnhr.choices import CELLS, PACKING_MODES
 from tfnhr.layers.mdlstm_cells import CELL_TYPES
 from tfnhr.layers.mdlstm_scan import MDLSTMParams, mdlstm_dense, mdlstm_dense_memory
-from tfnhr.ops.packing import image_sizes_tensor, pack_ragged_graph, pad_batch, unpack, unpad_batch
+from tfnhr.ops.packing import PLANNERS, image_sizes_tensor, pack_ragged_graph, pad_batch, unpack, unpad_batch
 
 INPUT_PROJECTIONS = ("auto", "precompute", "in_loop")
 IN_LOOP_MAX_CHANNELS = 32
@@ -97,6 +97,10 @@ class MDLSTM2D(keras.layers.Layer):
         height rounded up to this multiple (``1``: exact heights, as in Wenniger et al. 2019). Larger steps
         give fewer, fuller rows for words of varied heights, at the cost of invalid cells under
         the shorter examples of a row; the outputs are the same either way.
+      packing_planner: where ragged batches are planned (``tfnhr.ops.packing.PLANNERS``):
+        ``"xla"`` (default) TensorFlow ops compiled with XLA, ``"graph"`` the same ops without
+        XLA (set by ``tfnhr export`` for portable SavedModels), ``"numpy"`` the Python reference
+        planner in ``tf.numpy_function``. All three give the same layout, hence the same outputs.
       **kwargs: Keras layer arguments (``name``, ``dtype``, ...).
     """
 
@@ -111,6 +115,7 @@ class MDLSTM2D(keras.layers.Layer):
         jit_compile: bool | str = "auto",
         packing_max_width: int | None = None,
         packing_height_step: int = 1,
+        packing_planner: str = "xla",
         **kwargs,
     ):
         kwargs.pop("autocast", None)
@@ -151,6 +156,9 @@ class MDLSTM2D(keras.layers.Layer):
         self.jit_compile = jit_compile
         self.packing_max_width = packing_max_width
         self.packing_height_step = int(packing_height_step)
+        if packing_planner not in PLANNERS:
+            raise ValueError(f"packing_planner must be one of {PLANNERS}, got {packing_planner!r}")
+        self.packing_planner = packing_planner
         self.supports_masking = True
         self._cell = CELL_TYPES[cell]
         self._seed_generator = keras.random.SeedGenerator() if dropout else None
@@ -262,7 +270,8 @@ class MDLSTM2D(keras.layers.Layer):
         jit = self.jit_compile is True
         if self.packing == "examples":
             canvas, valid, indices = pack_ragged_graph(
-                images, self.packing_max_width, height_step=self.packing_height_step)
+                images, self.packing_max_width, height_step=self.packing_height_step,
+                planner=self.packing_planner)
             return unpack(self._run(canvas, valid, training, jit), indices)
         padded, valid = pad_batch(images)
         self._check_shape(padded.shape)
@@ -324,4 +333,5 @@ class MDLSTM2D(keras.layers.Layer):
             "jit_compile": self.jit_compile,
             "packing_max_width": self.packing_max_width,
             "packing_height_step": self.packing_height_step,
+            "packing_planner": self.packing_planner,
         }

@@ -27,9 +27,10 @@ Two ways to run it:
 * **Static layout** (eager code, or ``tf.function`` with sizes known at trace time): plan with
   :func:`plan_packing` on :func:`image_sizes`, then :func:`pack` / :func:`unpack` with the
   resulting :class:`PackingLayout`, a plain Python object that is baked into a traced graph.
-* **Graph layout** (ragged input of unknown sizes inside ``tf.function`` / ``model.fit``):
-  :func:`pack_ragged_graph` runs the same planner inside ``tf.numpy_function`` on the ragged row
-  lengths and returns a :class:`PackingIndices` of index tensors; :func:`unpack` accepts those too.
+* **Graph layout** (ragged input of unknown sizes inside ``tf.function`` / ``model.fit`` / a
+  SavedModel): :func:`pack_ragged_graph` plans with the same planner written in TensorFlow ops
+  (:mod:`tfnhr.ops.graph_planner`, XLA-compiled by default) on the ragged row lengths and returns a
+  :class:`PackingIndices` of index tensors; :func:`unpack` accepts those too.
 
 In both, the data path is one ``tf.gather`` over the flat pixel values each way (pack, unpack, and
 their gradients, which are each other's gather: forward + backward measured 1.5-2x cheaper than
@@ -46,6 +47,8 @@ from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
+
+from tfnhr.ops.graph_planner import plan_packing_graph
 
 Images = tf.RaggedTensor | Sequence[tf.Tensor]
 
@@ -568,11 +571,59 @@ def unpack(canvas_outputs: tf.Tensor, layout: PackingLayout | PackingIndices) ->
 
 def _plan_indices(heights: np.ndarray, row_widths: np.ndarray, max_width: int | None,
                   max_height: int | None, height_step: int = 1) -> PackingIndices:
-    """NumPy side of :func:`pack_ragged_graph`: plan and index a batch from its row lengths."""
+    """NumPy side of ``pack_ragged_graph(planner="numpy")``: plan and index a batch from its row lengths."""
     widths = _example_widths(heights, row_widths)
     layout = plan_packing(list(zip(heights.tolist(), widths.tolist())), max_width, max_height,
                           height_step)
     return _layout_indices(layout)
+
+
+def _numpy_planned_indices(heights: tf.Tensor, row_widths: tf.Tensor, max_width: int | None,
+                           max_height: int | None, height_step: int) -> PackingIndices:
+    """:func:`plan_packing` in ``tf.numpy_function``: the Python planner inside a graph."""
+    arrays = tf.numpy_function(
+        lambda h, rw: tuple(_plan_indices(h, rw, max_width, max_height, height_step)),
+        [heights, row_widths],
+        [tf.int64] * len(PackingIndices._fields),
+        stateful=False,
+        name="plan_packing")
+    return PackingIndices(*(tf.ensure_shape(array, shape) for array, shape
+                            in zip(arrays, [[None], [None], [3], [None], [None]])))
+
+
+def _graph_planned_indices(heights: tf.Tensor, row_widths: tf.Tensor, max_width: int | None,
+                           max_height: int | None, height_step: int, jit: bool) -> PackingIndices:
+    """:func:`~tfnhr.ops.graph_planner.plan_packing_graph` and the index arrays of its layout,
+    all in TensorFlow ops (the graph twin of :func:`_layout_indices`)."""
+    examples = tf.size(heights, out_type=tf.int64)
+    example_of_row = tf.repeat(tf.range(examples), heights)
+    widths = tf.math.unsorted_segment_max(row_widths, example_of_row, examples)
+    widths = tf.where(heights > 0, widths, 0)
+    with tf.control_dependencies([tf.debugging.assert_equal(
+            row_widths, tf.gather(widths, example_of_row),
+            message="every row of an example must have the same width "
+                    "(a ragged image batch is [B, (H), (W), C] with one W per example)")]):
+        widths = tf.identity(widths)
+    placed = plan_packing_graph(heights, widths, max_width, max_height, height_step, jit=jit)
+    canvas_height, canvas_width = placed.canvas_shape[1], placed.canvas_shape[2]
+    # per example pixel row: its canvas position minus its position in the flat pixel order
+    row = tf.range(tf.size(example_of_row, out_type=tf.int64)) - tf.gather(tf.cumsum(heights, exclusive=True),
+                                                                           example_of_row)
+    row_width = tf.gather(widths, example_of_row)
+    shift = ((tf.gather(placed.canvas, example_of_row) * canvas_height + tf.gather(placed.y, example_of_row)
+              + row) * canvas_width + tf.gather(placed.x, example_of_row) - tf.cumsum(row_width, exclusive=True))
+    pixel_count = tf.reduce_sum(row_width)
+    positions = tf.range(pixel_count)
+    pixel_index = tf.repeat(shift, row_width) + positions
+    source_index = tf.tensor_scatter_nd_update(
+        tf.fill([tf.reduce_prod(placed.canvas_shape)], pixel_count), pixel_index[:, None], positions)
+    return PackingIndices(pixel_index, source_index, placed.canvas_shape, heights, widths)
+
+
+PLANNERS = ("xla", "graph", "numpy")
+"""Where :func:`pack_ragged_graph` plans: ``"xla"`` the graph planner compiled with XLA,
+``"graph"`` the same in plain TensorFlow ops (portable: what exported models use), ``"numpy"``
+:func:`plan_packing` in ``tf.numpy_function`` (the reference; Python-bound)."""
 
 
 def pack_ragged_graph(
@@ -580,24 +631,26 @@ def pack_ragged_graph(
     max_width: int | None = None,
     max_height: int | None = None,
     height_step: int = 1,
+    planner: str = "xla",
 ) -> tuple[tf.Tensor, tf.Tensor, PackingIndices]:
     """Plan and pack a ragged batch whose sizes are only known at run time.
 
-    The planner (:func:`plan_packing`, same arguments, same layout) runs inside
-    ``tf.numpy_function`` on the ragged row lengths and hands back integer index tensors; the data
-    path is the same gathers as :func:`pack` / :func:`unpack`, so the result equals the static
-    path's, is differentiable, and works in eager mode, ``tf.function`` and ``model.fit`` with
-    every batch planned afresh. Caveats of ``tf.numpy_function``: the graph runs Python on the
-    host (fine on CPU and single-host GPU, not on TPU), cannot be XLA-compiled (a Keras model
-    using it needs ``jit_compile=False``; Keras resolves ``"auto"`` to XLA on GPU hosts) and
-    cannot be exported to a SavedModel that runs without Python. Planning errors (zero-size example, empty batch) are the planner's
-    ``ValueError`` in eager mode and, in a graph, a run-time TensorFlow error
-    (``InvalidArgumentError`` / ``UnknownError``) carrying its message.
+    The layout is :func:`plan_packing`'s (same arguments, same placements), planned by
+    ``planner`` (:data:`PLANNERS`): by default in TensorFlow ops compiled with XLA
+    (:func:`~tfnhr.ops.graph_planner.plan_packing_graph`), so the whole step stays in the graph
+    and a model using it exports to a SavedModel; ``"graph"`` is the same without XLA (what
+    ``tfnhr export`` uses, for TF Serving); ``"numpy"`` runs the Python planner in
+    ``tf.numpy_function`` (the reference: host Python, no XLA, no export). The data path is the
+    same gathers as :func:`pack` / :func:`unpack`, so the result equals the static path's, is
+    differentiable, and works in eager mode, ``tf.function`` and ``model.fit`` with every batch
+    planned afresh. Planning errors (zero-size example, empty batch) are, in a graph, a run-time
+    TensorFlow error (``InvalidArgumentError``) carrying their message.
 
     Args:
       images: ragged ``[B, (H), (W), C]``, static ``C``.
       max_width, max_height: as in :func:`plan_packing` (Python ints or ``None``).
       height_step: as in :func:`plan_packing` (a Python int; ``1``: exact-height buckets).
+      planner: one of :data:`PLANNERS`.
     Returns:
       ``(canvas [R, Hc, Wc, C], mask bool [R, Hc, Wc], indices)``; pass ``indices`` to
       :func:`unpack` to get the ragged ``[B, (H), (W), D]`` per-example outputs back.
@@ -606,15 +659,14 @@ def pack_ragged_graph(
     max_width = _check_limit(max_width, "max_width")
     max_height = _check_limit(max_height, "max_height")
     height_step = _check_step(height_step)
+    if planner not in PLANNERS:
+        raise ValueError(f"planner must be one of {PLANNERS}, got {planner!r}")
     heights, row_widths = _ragged_lengths(images)
-    arrays = tf.numpy_function(
-        lambda h, rw: tuple(_plan_indices(h, rw, max_width, max_height, height_step)),
-        [heights, row_widths],
-        [tf.int64] * len(PackingIndices._fields),
-        stateful=False,
-        name="plan_packing")
-    indices = PackingIndices(*(tf.ensure_shape(array, shape) for array, shape
-                               in zip(arrays, [[None], [None], [3], [None], [None]])))
+    if planner == "numpy":
+        indices = _numpy_planned_indices(heights, row_widths, max_width, max_height, height_step)
+    else:
+        indices = _graph_planned_indices(heights, row_widths, max_width, max_height, height_step,
+                                         jit=planner == "xla")
     canvas = _canvas_from_pixels(_flat_pixels(images), indices)
     canvas = tf.ensure_shape(canvas, [None, None, None, images.shape[-1]])
     pixel_count = tf.size(indices.pixel_index, out_type=tf.int64)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from tests.helpers.ragged import ragged_stack
 from tfnhr.ops.packing import (
+    PLANNERS,
     PackingLayout,
     Placement,
     image_sizes,
@@ -358,7 +359,8 @@ def test_pack_static_layout_inside_tf_function():
 # ----------------------------------------------------------------------------- graph path
 
 
-def test_graph_path_equals_static_path_and_does_not_retrace():
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_graph_path_equals_static_path_and_does_not_retrace(planner):
     traces = []
 
     @tf.function(input_signature=[tf.RaggedTensorSpec([None, None, None, 2], tf.float32, 2)])
@@ -366,7 +368,7 @@ def test_graph_path_equals_static_path_and_does_not_retrace():
         traces.append(1)
         with tf.GradientTape() as tape:
             tape.watch(batch.flat_values)
-            canvas, mask, indices = pack_ragged_graph(batch, max_height=6)
+            canvas, mask, indices = pack_ragged_graph(batch, max_height=6, planner=planner)
             outputs = unpack(tf.sin(canvas), indices)
             loss = tf.reduce_sum(outputs.flat_values ** 2)
         return canvas, mask, outputs, tape.gradient(loss, batch.flat_values)
@@ -380,10 +382,11 @@ def test_graph_path_equals_static_path_and_does_not_retrace():
         static_canvas, static_mask = pack(images, layout)
         np.testing.assert_array_equal(canvas, static_canvas)
         np.testing.assert_array_equal(mask, static_mask)
-        eager_canvas, eager_mask, eager_indices = pack_ragged_graph(batch, max_height=6)
+        eager_canvas, eager_mask, eager_indices = pack_ragged_graph(batch, max_height=6, planner=planner)
         np.testing.assert_array_equal(eager_canvas, static_canvas)
         np.testing.assert_array_equal(eager_mask, static_mask)
-        stepped_canvas, stepped_mask, _ = pack_ragged_graph(batch, max_height=6, height_step=3)
+        stepped_canvas, stepped_mask, _ = pack_ragged_graph(batch, max_height=6, height_step=3,
+                                                            planner=planner)
         stepped = pack(images, plan_packing(sizes, max_height=6, height_step=3))
         np.testing.assert_array_equal(stepped_canvas, stepped[0])
         np.testing.assert_array_equal(stepped_mask, stepped[1])
@@ -395,13 +398,24 @@ def test_graph_path_equals_static_path_and_does_not_retrace():
     assert len(traces) == 1
 
 
-def test_graph_path_reports_planning_errors():
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_graph_path_reports_planning_errors(planner):
     batch = tf.RaggedTensor.from_nested_row_lengths(tf.zeros([2, 1]), [[0, 1], [2]])
-    with pytest.raises(ValueError, match="zero-size"):  # eager: the planner's own error
-        pack_ragged_graph(batch)
+    # eager: the NumPy planner's ValueError, or the graph planner's assertion
+    with pytest.raises(ValueError if planner == "numpy" else tf.errors.InvalidArgumentError, match="zero-size"):
+        pack_ragged_graph(batch, planner=planner)
     with pytest.raises((tf.errors.InvalidArgumentError, tf.errors.UnknownError),
                        match="zero-size"):  # in a graph: a run-time TensorFlow error
-        tf.function(pack_ragged_graph)(batch)
+        tf.function(pack_ragged_graph)(batch, planner=planner)
+
+
+def test_graph_path_rejects_rows_of_different_widths():
+    batch = tf.RaggedTensor.from_nested_row_lengths(tf.zeros([5, 1]), [[2], [2, 3]])
+    for planner in PLANNERS:
+        with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match="same width"):
+            pack_ragged_graph(batch, planner=planner)
+    with pytest.raises(ValueError, match="planner must be one of"):
+        pack_ragged_graph(batch, planner="python")
 
 
 # ----------------------------------------------------------------------------- padding
