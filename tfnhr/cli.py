@@ -52,7 +52,7 @@ def run_info(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND_MODULES: tuple[str, ...] = ("train", "evaluate", "recognize", "synth", "lm", "convert", "dump", "serve")
+COMMAND_MODULES: tuple[str, ...] = ("train", "evaluate", "recognize", "export", "synth", "lm", "convert", "dump", "serve")
 """Modules of :mod:`tfnhr.commands` whose sub-commands ``tfnhr`` offers, in help order."""
 
 

@@ -1,0 +1,152 @@
+"""``tfnhr export``: the SavedModel runs in a process without tfnhr and gives what ``tfnhr recognize``
+gives; the folder layout is TF Serving's; the in-graph decoding equals the NumPy decoders.
+
+References: ``tfnhr recognize --format json`` (a separate process running the Keras model),
+:class:`tfnhr.inference.Transcriber` scores, :func:`tfnhr.decoding.greedy_decode` and
+:func:`tfnhr.inference.confidence`, Pillow's resizing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from tests.helpers.environment import VENV_BIN
+from tests.helpers.tiny_models import CHARSET, tiny_recognizer
+from tfnhr.data.images import load_gray, scale_to_height, to_ink
+from tfnhr.decoding import greedy_decode
+from tfnhr.export import confidences, greedy_texts, scale_gray
+from tfnhr.inference import Transcriber, confidence
+
+FRESH_PROCESS = textwrap.dedent("""
+    import importlib.util, json, sys
+    sys.path.append(sys.argv[1])  # site-packages without its .pth files (-S: no editable tfnhr); -I: no cwd
+    assert importlib.util.find_spec("tfnhr") is None, "tfnhr is importable"
+    assert not any("tfnhr" in entry or entry == "" for entry in sys.path[:-1]), sys.path
+    import numpy as np
+    import tensorflow as tf
+    export, request = sys.argv[2], json.load(open(sys.argv[3]))
+    model = tf.saved_model.load(export)
+    images = tf.constant([open(path, "rb").read() for path in request["images"]])
+    read = model.signatures["recognize"](images=images)
+    served = model.signatures["serving_default"](images=images)
+    ink = np.load(request["ink"])
+    scores = model.signatures["scores"](images=tf.constant(ink["images"]), heights=tf.constant(ink["heights"]),
+                                        widths=tf.constant(ink["widths"]))
+    info = model.signatures["charset"]()
+    np.savez(request["out"], scores=scores["scores"].numpy(), lengths=scores["lengths"].numpy())
+    json.dump({"text": [t.decode() for t in read["text"].numpy()], "confidence": read["confidence"].numpy().tolist(),
+               "served": [t.decode() for t in served["text"].numpy()],
+               "charset": [c.decode() for c in info["charset"].numpy()],
+               "input_height": int(info["input_height"])}, sys.stdout)
+""")
+
+
+def _tfnhr(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VENV_BIN / "tfnhr"), *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """The tiny recognizer saved, exported with the CLI, and a set of line images: gray, RGB and
+    RGBA PNGs at the model's height (no scaling) and images that must be scaled (PNG, JPEG)."""
+    root = tmp_path_factory.mktemp("export")
+    model = tiny_recognizer()
+    model.save(root / "model.keras")
+    result = _tfnhr("export", "--model", str(root / "model.keras"), "--out", str(root / "served"))
+    assert result.returncode == 0, result.stderr
+    rng = np.random.default_rng(11)
+    exact, scaled = [], []
+    for number, (height, width, mode) in enumerate([(16, 40, "L"), (16, 57, "RGB"), (16, 23, "RGBA"), (16, 9, "L"),
+                                                     (31, 70, "L"), (12, 30, "L"), (40, 90, "JPEG")]):
+        pixels = rng.integers(0, 256, (height, width, 4)).astype(np.uint8)
+        if mode in ("L", "JPEG"):
+            image = Image.fromarray(pixels[..., 0])
+        else:
+            image = Image.fromarray(pixels[..., :len(mode)], mode)
+        path = root / f"line{number}.{'jpg' if mode == 'JPEG' else 'png'}"
+        image.save(path)
+        (exact if height == 16 and mode != "JPEG" else scaled).append(path)
+    return {"root": root, "model": model, "export": root / "served" / "1", "exact": exact, "scaled": scaled}
+
+
+def test_export_folder_is_tf_serving_layout_and_versions_count_up(exported):
+    root = exported["root"]
+    assert (exported["export"] / "saved_model.pb").is_file()
+    assert (exported["export"] / "variables" / "variables.index").is_file()
+    again = _tfnhr("export", "--model", str(root / "model.keras"), "--out", str(root / "served"))
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["export"] == str(root / "served" / "2")
+    taken = _tfnhr("export", "--model", str(root / "model.keras"), "--out", str(root / "served"), "--version", "1")
+    assert taken.returncode == 2
+    assert taken.stderr.strip().splitlines() == [
+        f"tfnhr export: error: {root / 'served' / '1'} exists already: choose another --version or remove it"]
+
+
+def test_fresh_process_without_tfnhr_reads_what_recognize_reads(exported, tmp_path):
+    """The export, loaded by a Python that cannot import tfnhr, against ``tfnhr recognize`` (texts,
+    confidences) and the Keras model's column scores."""
+    model, paths = exported["model"], exported["exact"] + exported["scaled"]
+    grays = [scale_to_height(load_gray(path), model.input_height) for path in exported["exact"]]
+    heights, widths = (np.array(sizes, np.int32) for sizes in zip(*(gray.shape for gray in grays)))
+    ink = np.zeros((len(grays), heights.max(), widths.max()), np.float32)
+    for number, gray in enumerate(grays):
+        ink[number, :gray.shape[0], :gray.shape[1]] = to_ink(gray)[..., 0]
+    np.savez(tmp_path / "ink.npz", images=ink, heights=heights, widths=widths)
+    request = {"images": [str(path) for path in paths], "ink": str(tmp_path / "ink.npz"), "out": str(tmp_path / "out.npz")}
+    (tmp_path / "request.json").write_text(json.dumps(request))
+    fresh = subprocess.run([sys.executable, "-I", "-S", "-c", FRESH_PROCESS, sysconfig.get_paths()["purelib"],
+                            str(exported["export"]), str(tmp_path / "request.json")],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    served = json.loads(fresh.stdout)
+    recognized = _tfnhr("recognize", "--model", str(exported["root"] / "model.keras"), "--format", "json",
+                        *map(str, paths))
+    assert recognized.returncode == 0, recognized.stderr
+    reference = json.loads(recognized.stdout)
+
+    assert served["charset"] == [""] + CHARSET.chars and served["input_height"] == model.input_height
+    assert served["served"] == served["text"]
+    exact = len(exported["exact"])
+    assert served["text"] == [result["text"] for result in reference]
+    assert len(set(served["text"])) > 2, served["text"]  # the model reads varied texts: a real comparison
+    # recognize's JSON rounds confidences to 4 decimals
+    np.testing.assert_allclose(served["confidence"][:exact], [r["confidence"] for r in reference[:exact]], atol=6e-5)
+    # scaled images: TensorFlow's antialiased bilinear resampling, not Pillow's (gray levels within 1)
+    np.testing.assert_allclose(served["confidence"][exact:], [r["confidence"] for r in reference[exact:]], atol=0.02)
+
+    scores = np.load(tmp_path / "out.npz")
+    for number, expected in enumerate(Transcriber(model).scores(grays)):
+        assert scores["lengths"][number] == len(expected)
+        np.testing.assert_allclose(scores["scores"][number, :len(expected)], expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("height, width, target", [(31, 70, 16), (12, 30, 16), (40, 90, 16), (48, 333, 32)])
+def test_in_graph_scaling_is_within_one_gray_level_of_pillow(height, width, target):
+    gray = np.random.default_rng(height).integers(0, 256, (height, width)).astype(np.uint8)
+    expected = scale_to_height(gray, target)
+    scaled = scale_gray(tf.constant(gray), target).numpy()
+    assert scaled.shape == expected.shape
+    assert np.abs(scaled.astype(int) - expected).max() <= 1
+
+
+def test_in_graph_decoding_equals_numpy_decoders():
+    """Greedy texts (repeats, blanks, ties: the first maximum wins) and confidences of a ragged
+    batch, an empty example included."""
+    rng = np.random.default_rng(5)
+    chars = [""] + CHARSET.chars
+    examples = [rng.integers(-2, 3, (length, CHARSET.num_classes)).astype(np.float32)  # integer scores: many ties
+                for length in (9, 1, 0, 30)]
+    ragged = tf.ragged.constant([example.tolist() for example in examples], ragged_rank=1,
+                                inner_shape=(CHARSET.num_classes,), dtype=tf.float32)
+    texts = [text.decode() for text in greedy_texts(ragged, tf.constant(chars)).numpy()]
+    assert texts == [greedy_decode(example, CHARSET) for example in examples]
+    np.testing.assert_allclose(confidences(ragged).numpy(), [confidence(example) for example in examples], rtol=1e-6)
