@@ -139,6 +139,15 @@ class Reading:
     confidence: float
     alignment: Alignment | None = None
 
+    def spans_json(self) -> dict:
+        """``{"words": [...], "chars": [...]}`` (each span's ``text``, ``confidence``, ``x0``, ``x1``)
+        when the reading has an alignment, else ``{}``: what ``recognize --format json`` and the
+        service add to a result."""
+        if self.alignment is None:
+            return {}
+        return {"words": [span.to_json() for span in self.alignment.words],
+                "chars": [span.to_json() for span in self.alignment.chars]}
+
     def scaled(self, factor: float) -> "Reading":
         """The reading with its spans for the same image scaled to ``factor`` times its width."""
         return dataclasses.replace(self, alignment=None if self.alignment is None else self.alignment.scaled(factor))

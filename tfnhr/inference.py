@@ -59,7 +59,7 @@ class Transcriber:
         scores: list[np.ndarray | None] = [None] * len(grays)
         for batch, images in self.batches(grays):
             for index, example_scores in zip(batch, self.model(images, training=False)):
-                scores[index] = example_scores.numpy()
+                scores[index] = tf.cast(example_scores, tf.float32).numpy()  # mixed precision: float32
         return scores
 
     def transcribe(self, grays: Sequence[np.ndarray]) -> list[str]:

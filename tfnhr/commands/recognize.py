@@ -27,8 +27,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     parser.add_argument("--format", choices=RECOGNIZE_FORMATS, default="tsv",
                         help="text: the text only, one line per image; tsv: path, text and confidence; json: one "
-                             "array of objects; jsonl: one object per line (path, text, confidence, words with "
-                             "their pixel columns under greedy decoding, or error)")
+                             "array of objects; jsonl: one object per line (path, text, confidence, words and chars with "
+                             "their pixel columns and confidences under greedy decoding, or error)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write the results here instead of stdout; with --pages: the folder for the filled "
                              "layout files (required; the same folder as the input overwrites them)")
@@ -118,9 +118,7 @@ def run_images(args: argparse.Namespace) -> int:
             readable.append((result, gray))
     readings = transcriber.read([gray for _, gray in readable]) if readable else []
     for (result, _), reading in zip(readable, readings):
-        result.update(text=reading.text, confidence=round(reading.confidence, 4))
-        if reading.alignment is not None:
-            result["words"] = [span.to_json() for span in reading.alignment.words]
+        result.update(text=reading.text, confidence=round(reading.confidence, 4), **reading.spans_json())
     output = format_results(results, args.format)
     if args.out is None:
         sys.stdout.write(output)

@@ -92,6 +92,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=TRAIN["threads"].type, default=1,
                         help="TensorFlow threads of this process; 1 is fastest for the MDLSTM's small ops, "
                              "use more cores with Horovod workers; 0: TensorFlow's default (all cores)")
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help="compute in float16 on a GPU, bfloat16 on a CPU (variables, the MDLSTM recurrence and "
+                             "CTC stay float32)")
     parser.add_argument("--max-train", type=TRAIN["max_train"].type, default=None, help="use only the first N training samples")
     parser.add_argument("--max-val", type=TRAIN["max_val"].type, default=None, help="use only the first N validation samples")
     parser.add_argument("--time-limit", type=TRAIN["time_limit"].type, default=None,
@@ -117,7 +120,8 @@ def options_from_args(args: argparse.Namespace):
         given["block"] = tuple(given["block"]) * (2 if len(given["block"]) == 1 else 1)
     run = {"data": args.data, "out": args.out, "kind": args.kind, "split": args.split, "keep_err": args.keep_err,
            "max_train": args.max_train, "max_val": args.max_val, "time_limit": args.time_limit,
-           "resume": args.resume, "overwrite": args.overwrite, "verbose": 0 if args.quiet else 1, "threads": args.threads}
+           "resume": args.resume, "overwrite": args.overwrite, "verbose": 0 if args.quiet else 1, "threads": args.threads,
+           "mixed_precision": args.mixed_precision}
     config = load_config(args.config) if args.config is not None else None
     flags = {field: "--" + flag.replace("_", "-") for flag, field in FLAG_FIELDS.items()}
     return resolve_options(run, config, given, names=flags)

@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 
 from tfnhr.charset import BLANK_INDEX, Charset
+from tfnhr.precision import dtype_policy
 
 
 class CtcModel(keras.Model):
@@ -111,8 +112,9 @@ class CtcModel(keras.Model):
         images, labels = data
         with tf.GradientTape() as tape:
             loss = self.ctc_loss(labels, self(images, training=True))
+            scaled = self.optimizer.scale_loss(loss)  # mixed_float16: Keras' loss-scaling optimizer
         variables = self.trainable_variables
-        self.optimizer.apply(tape.gradient(loss, variables), variables)
+        self.optimizer.apply(tape.gradient(scaled, variables), variables)
         self.loss_tracker.update_state(loss)
         return {"loss": self.loss_tracker.result()}
 
@@ -127,3 +129,11 @@ class CtcModel(keras.Model):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "charset": self.charset.to_config(), "input_height": self.input_height}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "CtcModel":
+        """The model rebuilt with its layers under its saved dtype policy (a mixed-precision model's
+        layers are made in its ``__init__``, where Keras would give them the global policy)."""
+        policy = config.get("dtype")
+        with dtype_policy(None if policy is None else keras.dtype_policies.get(policy).name):
+            return cls(**config)

@@ -329,16 +329,18 @@ class RecognitionHandler(BaseHTTPRequestHandler):
         parts = image_parts(body, content_type)
         grays = [read_gray(data, name, limits.max_height, limits.max_width) for name, data in parts]
         reasons = [unreadable_reason(gray) for gray in grays]
+        items = [None if reason else self.server.prepare(gray) for gray, reason in zip(grays, reasons)]
         try:
-            futures = [None if reason else self.server.batcher.submit(self.server.prepare(gray))
-                       for gray, reason in zip(grays, reasons)]
+            futures = [None if item is None else self.server.batcher.submit(item) for item in items]
         except BatcherClosed as error:
             raise RequestError(503, str(error)) from error
         results = []
-        for (name, _), future, reason in zip(parts, futures, reasons):
-            reading = self._result(future) if future else Reading("", 0.0)
+        for (name, _), gray, item, future, reason in zip(parts, grays, items, futures, reasons):
+            # spans in the columns of the image as sent, not as scaled for the model
+            reading = self._result(future).scaled(gray.shape[1] / item.shape[1]) if future else Reading("", 0.0)
             results.append({"name": name, "text": reading.text, "confidence": reading.confidence,
-                            "time_ms": round(self._elapsed_ms(), 1), **({"warning": reason} if reason else {})})
+                            **reading.spans_json(), "time_ms": round(self._elapsed_ms(), 1),
+                            **({"warning": reason} if reason else {})})
         self.server.count_served()
         if body_kind(content_type) == "image":
             del results[0]["name"]

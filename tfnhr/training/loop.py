@@ -41,6 +41,7 @@ from tfnhr.data.sources import load_data_subset
 from tfnhr.models.config_network import build_config_network
 from tfnhr.models.ctc_model import CtcModel
 from tfnhr.models.recognizer import build_recognizer
+from tfnhr.precision import dtype_policy, mixed_policy_name
 from tfnhr.models.saving import load_recognizer
 from tfnhr.network.errors import NetworkConfigError
 from tfnhr.plots import plot_curves
@@ -138,13 +139,14 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         charset = model.charset
     else:
         charset = Charset.from_texts(train_set.texts)
-        if options.network is not None:
-            model = build_config_network(options.network, charset, input_height=options.height)
-        else:
-            model = build_recognizer(charset, options.mdlstm_units, options.conv_filters, options.block,
-                                     options.dropout, options.cell, preset=options.preset,
-                                     input_height=options.height)
-        model.compile(optimizer=make_optimizer(options.optimizer, options.learning_rate, options.clipnorm))
+        with dtype_policy(mixed_policy_name() if options.mixed_precision else None):
+            if options.network is not None:
+                model = build_config_network(options.network, charset, input_height=options.height)
+            else:
+                model = build_recognizer(charset, options.mdlstm_units, options.conv_filters, options.block,
+                                         options.dropout, options.cell, preset=options.preset,
+                                         input_height=options.height)
+            model.compile(optimizer=make_optimizer(options.optimizer, options.learning_rate, options.clipnorm))
         best_weights = None
     hooks.prepare_model(model)
     if hooks.writes:

@@ -50,6 +50,8 @@ class TrainOptions:
     runs thousands of small ops per step, which a second thread slows down (docs/performance.md:
     14.4 lines/s on one thread vs 11.2 on two for the small preset, 7.5 vs 5.8 for the large one,
     on 2 cores); use further cores with Horovod workers (``python -m tfnhr.main_job`` does).
+    ``mixed_precision``: build the model under Keras' ``mixed_float16`` (GPU) or ``mixed_bfloat16``
+    (CPU) policy (:mod:`tfnhr.training.precision`); a resumed run keeps its model's policy.
     ``resume``: continue the run in ``out``; ``overwrite``: replace it (without either, an
     ``out`` holding a run is refused: :func:`~tfnhr.training.loop.claim_run_folder`). Every
     numeric field is checked against :data:`tfnhr.ranges.TRAIN` (``ValueError`` naming it).
@@ -80,6 +82,7 @@ class TrainOptions:
     anneal: float | None = 0.5
     sort_window: int = 1
     threads: int = 1
+    mixed_precision: bool = False
     seed: int = 0
     max_train: int | None = None
     max_val: int | None = None

@@ -148,7 +148,7 @@ def test_recognize_formats_output_file_and_images_too_small_to_read(workspace, t
     assert err[0] == f"tfnhr recognize: warning: {tiny}: too small to read: 1x1 px (width x height; at least 4x8 px)"
     assert err[1].startswith(f"tfnhr recognize: error: {garbage}: not a readable image")
     results = json.loads((tmp_path / "out.json").read_text())
-    assert [set(r) for r in results] == [{"path", "text", "confidence", "words"},
+    assert [set(r) for r in results] == [{"path", "text", "confidence", "words", "chars"},
                                          {"path", "text", "confidence", "warning"}, {"path", "error"}]
     assert results[0]["text"] == text and 0 < results[0]["confidence"] <= 1
     words = results[0]["words"]  # greedy decoding: the best path's words with their pixel columns
@@ -156,6 +156,10 @@ def test_recognize_formats_output_file_and_images_too_small_to_read(workspace, t
     width = load_gray(image).shape[1]
     assert all(0 <= w["x0"] < w["x1"] <= width and 0 < w["confidence"] <= 1 for w in words)
     assert all(a["x1"] <= b["x0"] for a, b in zip(words, words[1:]))
+    chars = results[0]["chars"]  # every character of the text, spaces included, left to right
+    assert "".join(char["text"] for char in chars) == text
+    assert all(0 <= c["x0"] < c["x1"] <= width and 0 < c["confidence"] <= 1 for c in chars)
+    assert all(a["x1"] <= b["x0"] for a, b in zip(chars, chars[1:]))
     assert (results[1]["text"], results[1]["confidence"]) == ("", 0.0) and "too small" in results[1]["warning"]
     assert main(["recognize", "--model", str(model_path), str(image), str(garbage), "--format", "jsonl"]) == 1
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tfnhr.alignment import Reading
+from tfnhr.alignment import Alignment, Reading, Span
 from tfnhr.charset import Charset
 from tfnhr.cli import main
 from tfnhr.data import synthetic
@@ -266,6 +266,30 @@ def test_errors_of_the_batch_function_answer_500_and_the_server_stays_up():
     serving.join(10)
     assert not serving.is_alive()
     assert [line.split()[-3] for line in log.getvalue().splitlines()] == ["500", "200", "200"]
+
+
+def test_recognize_answers_words_and_chars_in_the_columns_of_the_image_sent():
+    """The batch function sees the image as ``prepare`` scaled it (every second column here); the
+    answer's spans are mapped back to the columns of the image as sent (x 2)."""
+    chars = (Span("a", 0.9, 0.0, 1.5), Span(" ", 0.7, 1.5, 2.0), Span("b", 0.8, 2.0, 5.0))
+    alignment = Alignment("a b", chars, (Span("a", 0.9, 0.0, 1.5), Span("b", 0.8, 2.0, 5.0)))
+    server = RecognitionServer(("127.0.0.1", 0), Batcher(lambda grays: [Reading("a b", 0.8, alignment)] * len(grays),
+                                                         np.size, budget=10_000, max_wait_s=0),
+                               lambda gray: gray[:, ::2], model_name="fake", charset_size=3, limits=Limits(),
+                               access_log=io.StringIO())
+    stop = threading.Event()
+    serving = threading.Thread(target=server.serve_until, args=(stop,))
+    serving.start()
+    try:
+        status, answer = Client(*server.server_address[:2]).request(
+            "POST", "/recognize", encode(np.full((10, 10), 255, np.uint8), "PNG"), {"Content-Type": "image/png"})
+    finally:
+        stop.set()
+        serving.join(10)
+    assert status == 200
+    assert answer["words"] == [{"text": "a", "confidence": 0.9, "x0": 0.0, "x1": 3.0},
+                               {"text": "b", "confidence": 0.8, "x0": 4.0, "x1": 10.0}]
+    assert [(c["text"], c["x0"], c["x1"]) for c in answer["chars"]] == [("a", 0.0, 3.0), (" ", 3.0, 4.0), ("b", 4.0, 10.0)]
 
 
 @contextlib.contextmanager
