@@ -133,6 +133,9 @@ else
       || die "no cmake: install cmake (>= 3.13) to build Horovod"
   fi
   log=$log_dir/horovod-build.log
+  if [ "$tf_extra" = cuda ]; then
+    say "note: Horovod is built without NCCL (that needs the CUDA toolkit's nvcc): GPU gradients are averaged through host memory by Gloo/MPI"
+  fi
   say "building horovod==$horovod_version from source (TensorFlow, Gloo, MPI=$mpi; ~5 min on 2 cores; log: $log)"
   if [ "$mpi" = 1 ]; then mpi_flag=HOROVOD_WITH_MPI=1; else mpi_flag=HOROVOD_WITHOUT_MPI=1; fi
   if ! env PATH="$venv/bin:$PATH" CXX="$cxx" "$mpi_flag" \

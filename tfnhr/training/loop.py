@@ -146,7 +146,10 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
                 model = build_recognizer(charset, options.mdlstm_units, options.conv_filters, options.block,
                                          options.dropout, options.cell, preset=options.preset,
                                          input_height=options.height)
-            model.compile(optimizer=make_optimizer(options.optimizer, options.learning_rate, options.clipnorm))
+            # jit_compile=False: Keras' "auto" means XLA for the whole step on GPU hosts, which ragged
+            # batches of changing sizes cannot take (the MDLSTM scan and the planner use XLA themselves)
+            model.compile(optimizer=make_optimizer(options.optimizer, options.learning_rate, options.clipnorm),
+                          jit_compile=False)
         best_weights = None
     hooks.prepare_model(model)
     if hooks.writes:

@@ -17,6 +17,7 @@ REQUIRED = {
     "train": ["--data", "d"],
     "evaluate": ["--model", "m.keras", "--data", "d"],
     "recognize": ["--model", "m.keras", "x.png"],
+    "export": ["--model", "m.keras", "--out", "o"],
     "synth": ["--out", "o"],
     "build": ["--text", "t.txt"],
     "convert": ["--from", "iam", "d", "--out", "o.h5"],

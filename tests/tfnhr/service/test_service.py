@@ -467,8 +467,11 @@ def test_a_raw_image_body_is_recognized(service, fmt):
     data = encode(service.images[word], fmt)
     status, answer = service.client.request("POST", "/recognize", data, {"Content-Type": f"image/{fmt.lower()}"})
     assert status == 200, answer
-    assert set(answer) == {"text", "confidence", "time_ms"}
+    assert set(answer) == {"text", "confidence", "words", "chars", "time_ms"}
     assert answer["text"] == reference(service, decode_gray(data)) == word
+    assert [span["text"] for span in answer["words"]] == [word] and "".join(c["text"] for c in answer["chars"]) == word
+    width = decode_gray(data).shape[1]  # spans in the columns of the image sent
+    assert all(0 <= c["x0"] < c["x1"] <= width for c in answer["chars"])
     assert 0 < answer["confidence"] <= 1 and answer["time_ms"] > 0
 
 
