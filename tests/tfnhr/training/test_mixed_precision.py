@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.tfnhr.training.test_recipe import _digit_set
+from tests.helpers.digit_sets import digit_set
 from tfnhr.inference import Transcriber
 from tfnhr.layers import MDLSTM2D
 from tfnhr.models import load_recognizer
@@ -32,7 +32,7 @@ def test_policy_applies_inside_and_is_restored():
 
 @pytest.mark.slow
 def test_mixed_precision_trains_saves_and_loads(tmp_path):
-    _digit_set(tmp_path / "digits.h5")
+    digit_set(tmp_path / "digits.h5")
     options = TrainOptions(data=tmp_path / "digits.h5", out=tmp_path / "mixed", mdlstm_units=(2, 6, 16),
                            conv_filters=(4, 8), block=((2, 2), (2, 2)), height=16, batch_pixels=3000, epochs=4,
                            max_val=20, augment="none", verbose=0, mixed_precision=True)

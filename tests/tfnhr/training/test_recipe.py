@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
-from tfnhr.data import digit_strings
-from tfnhr.data.hdf5 import TextImageWriter
+from tests.helpers.digit_sets import digit_set
 from tfnhr.training import TrainOptions, train
 from tfnhr.training.loop import BLANK_PHASE_CER, blank_phase_collapse
 
@@ -24,18 +22,6 @@ def test_blank_phase_collapse_needs_a_stuck_cer_and_a_falling_loss():
     assert blank_phase_collapse({"loss": [90.0, 20.0], "val_cer": [1.0, 1.0]}) is None  # too short to tell
     assert blank_phase_collapse({}) is None
     assert BLANK_PHASE_CER == 0.9
-
-
-def _digit_set(path, seed=0):
-    """The embedded 3x5-bitmap digit strings (1..5 digits, scales 1..3) as an HDF5 text-image file:
-    300 training and 40 validation lines."""
-    with TextImageWriter(path, source="digit strings") as writer:
-        for subset, count, offset in (("train", 300, 0), ("val", 40, 1)):
-            data = digit_strings.generate(count, seed=seed + offset, max_digits=5)
-            for index, (image, text) in enumerate(zip(data.images, data.texts)):
-                writer.add(subset, f"{subset}-{index}", text, np.round(255 * (1 - image[..., 0])).astype(np.uint8))
-        writer.close()
-    return path
 
 
 def _train(tmp_path, name, epochs, **recipe):
@@ -54,7 +40,7 @@ def test_the_default_recipe_leaves_the_blank_phase_and_reads(tmp_path):
     """The run passes through CTC's blank phase (several validations at >= 90 % CER, where the
     paper's rule halves back to the first validation's weights: ``test_callbacks``'s
     ``test_the_papers_rule_halves_through_the_blank_phase`` replays such a run) and then reads."""
-    _digit_set(tmp_path / "digits.h5")
+    digit_set(tmp_path / "digits.h5")
     ours, ours_log = _train(tmp_path, "recipe", epochs=6)
     cers = [float(row.split(",")[3]) for row in ours_log[1:]]
     assert sum(cer >= BLANK_PHASE_CER for cer in cers) >= 3, ours_log  # the blank phase was there ...
