@@ -127,7 +127,7 @@ class RecognizerExport(tf.Module):
         for index in tf.range(count):
             gray = scale_gray(decode_gray(images[index]), self.height)
             pixels = pixels.write(index, tf.reshape(1.0 - tf.cast(gray, tf.float32) / 255.0, [-1]))
-            sizes = sizes.write(index, tf.shape(gray, out_type=tf.int64))
+            sizes = sizes.write(index, tf.cast(tf.shape(gray), tf.int64))  # (a cast: no shape-tensor type in the list)
         heights, widths = tf.unstack(sizes.stack(), num=2, axis=1)
         ink = tf.RaggedTensor.from_nested_row_lengths(
             pixels.concat()[:, None], [heights, tf.repeat(widths, heights)], validate=False)
@@ -174,6 +174,7 @@ def export_recognizer(model: CtcModel, out: str | Path, version: int | None = No
     tf.saved_model.save(module, str(target), signatures={
         "recognize": module.recognize, "scores": module.scores, "charset": module.charset,
         "serving_default": module.recognize},
-        # inference only: packing's custom gradients capture graph tensors a SavedModel cannot hold
+        # inference only: the custom gradients of packing and of the MDLSTM scan capture graph
+        # tensors that a SavedModel cannot hold (loading then warns that they were not saved)
         options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
     return target
