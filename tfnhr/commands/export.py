@@ -19,16 +19,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     """Add ``export`` to the ``tfnhr`` sub-commands."""
     parser = commands.add_parser(
         "export", help="write a trained model as a SavedModel for TF Serving (no tfnhr needed to run it)",
-        description=__doc__.splitlines()[0].replace("``", "") + " Writes OUT/VERSION/saved_model.pb with the "
-                    "signatures recognize (encoded images -> text, confidence), scores (ink images -> "
-                    "column logits) and charset.",
+        description="Write a trained recognizer as a TensorFlow SavedModel that TF Serving, other languages' "
+                    "TensorFlow bindings or a plain tf.saved_model.load run without tfnhr: OUT/VERSION/saved_model.pb "
+                    "with the signatures recognize (encoded images -> text, confidence; also serving_default), "
+                    "scores (ink images -> column logits) and charset. See docs/export.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     parser.add_argument("--out", type=Path, required=True,
                         help="the model's base folder (TF Serving's --model_base_path); the export goes into "
                              "a numbered version folder inside it")
     parser.add_argument("--version", type=COUNT.type, default=None,
-                        help="version folder number (default: one more than the highest in --out, 1 in a new one)")
+                        help="version folder number; unset: one more than the highest in --out, 1 in a new one")
     parser.add_argument("--decoder", choices=EXPORT_DECODERS, default="greedy",
                         help="decoding inside the export (best path; beam search and LMs are not exported)")
     parser.set_defaults(run=run)

@@ -41,10 +41,10 @@ from tfnhr.data.sources import load_data_subset
 from tfnhr.models.config_network import build_config_network
 from tfnhr.models.ctc_model import CtcModel
 from tfnhr.models.recognizer import build_recognizer
-from tfnhr.precision import dtype_policy, mixed_policy_name
 from tfnhr.models.saving import load_recognizer
 from tfnhr.network.errors import NetworkConfigError
 from tfnhr.plots import plot_curves
+from tfnhr.precision import dtype_policy, mixed_policy_name
 from tfnhr.training.callbacks import (BestCheckpoint, EpochLog, LearningRateHalving, ResumeState,
                                       TimeBudgetAnnealing, TimeLimit, ValidationErrorRates)
 from tfnhr.training.options import TrainOptions
