@@ -25,6 +25,8 @@ The export directory follows TF Serving's layout: ``OUT/<version>/saved_model.pb
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import tensorflow as tf
@@ -100,15 +102,12 @@ class RecognizerExport(tf.Module):
     """The serving functions around a trained recognizer (see the module docstring).
 
     Args:
-      model: a :class:`~tfnhr.models.CtcModel`; its MDLSTMs are switched to the plain-ops
-        packing planner (the layout, hence the outputs, are unchanged).
+      model: a :class:`~tfnhr.models.CtcModel`. Trace the functions under :func:`plain_planner`
+        so that its packing is planned in plain TensorFlow ops (same layout, same outputs).
     """
 
     def __init__(self, model: CtcModel) -> None:
         super().__init__(name="tfnhr_recognizer")
-        for layer in model._flatten_layers():
-            if hasattr(layer, "packing_planner"):
-                layer.packing_planner = "graph"
         self._model = _Untracked(model)  # Keras layers hold Python state SavedModel cannot save
         self.model_variables = list(model.variables)  # what the SavedModel saves of the model
         self.height = model.input_height
@@ -147,6 +146,21 @@ class RecognizerExport(tf.Module):
         return {"charset": self.chars, "input_height": tf.constant(self.height or 0, tf.int32)}
 
 
+@contextlib.contextmanager
+def plain_planner(model: CtcModel) -> Iterator[None]:
+    """Inside, the model's MDLSTMs plan packing in plain TensorFlow ops (``packing_planner="graph"``:
+    no XLA, which TF Serving refuses on CPU by default); their planners are restored on leaving."""
+    layers = [layer for layer in model._flatten_layers() if hasattr(layer, "packing_planner")]
+    previous = [layer.packing_planner for layer in layers]
+    for layer in layers:
+        layer.packing_planner = "graph"
+    try:
+        yield
+    finally:
+        for layer, planner in zip(layers, previous):
+            layer.packing_planner = planner
+
+
 def next_version(out: Path) -> int:
     """One more than the highest numbered version folder in ``out`` (1 for none)."""
     versions = [int(path.name) for path in out.iterdir() if path.name.isdigit()] if out.is_dir() else []
@@ -171,10 +185,11 @@ def export_recognizer(model: CtcModel, out: str | Path, version: int | None = No
     if target.exists():
         raise FileExistsError(f"{target} exists already: choose another --version or remove it")
     module = RecognizerExport(model)
-    tf.saved_model.save(module, str(target), signatures={
-        "recognize": module.recognize, "scores": module.scores, "charset": module.charset,
-        "serving_default": module.recognize},
-        # inference only: the custom gradients of packing and of the MDLSTM scan capture graph
-        # tensors that a SavedModel cannot hold (loading then warns that they were not saved)
-        options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+    with plain_planner(model):  # the functions are traced while saving
+        tf.saved_model.save(module, str(target), signatures={
+            "recognize": module.recognize, "scores": module.scores, "charset": module.charset,
+            "serving_default": module.recognize},
+            # inference only: the custom gradients of packing and of the MDLSTM scan capture graph
+            # tensors that a SavedModel cannot hold (loading then warns that they were not saved)
+            options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
     return target

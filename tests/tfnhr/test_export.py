@@ -23,7 +23,7 @@ from tests.helpers.environment import VENV_BIN
 from tests.helpers.tiny_models import CHARSET, tiny_recognizer
 from tfnhr.data.images import load_gray, scale_to_height, to_ink
 from tfnhr.decoding import greedy_decode
-from tfnhr.export import confidences, greedy_texts, scale_gray
+from tfnhr.export import confidences, export_recognizer, greedy_texts, scale_gray
 from tfnhr.inference import Transcriber, confidence
 
 FRESH_PROCESS = textwrap.dedent("""
@@ -76,6 +76,13 @@ def exported(tmp_path_factory):
         image.save(path)
         (exact if height == 16 and mode != "JPEG" else scaled).append(path)
     return {"root": root, "model": model, "export": root / "served" / "1", "exact": exact, "scaled": scaled}
+
+
+def test_export_leaves_the_models_planner_as_it_was(exported, tmp_path):
+    model = exported["model"]
+    planners = {layer.packing_planner for layer in model.mdlstms}
+    export_recognizer(model, tmp_path / "again")
+    assert {layer.packing_planner for layer in model.mdlstms} == planners == {"xla"}
 
 
 def test_export_folder_is_tf_serving_layout_and_versions_count_up(exported):
