@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.helpers.environment import REPO
+from tests.helpers.environment import REPO, VENV_BIN
 
 SCRIPT = REPO / "scripts" / "gpu_check.sh"
 
@@ -17,7 +17,7 @@ SCRIPT = REPO / "scripts" / "gpu_check.sh"
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_quick_check_runs_every_section_on_the_cpu(tmp_path):
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TFNHR_VENV": str(VENV_BIN.parent)}  # the venv running the tests
     result = subprocess.run([str(SCRIPT), "--quick", "--repeats", "1", "--threads", "1", "--out", str(tmp_path / "r.json")],
                             capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
