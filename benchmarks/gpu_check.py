@@ -27,13 +27,8 @@ import traceback
 import numpy as np
 
 import _harness
+from mdlstm_speed import CONFIGS as MDLSTM_CONFIGS  # name: (batch, height, width, input channels, units)
 
-MDLSTM_CONFIGS = {  # name: (batch, height, width, input channels, units), as benchmarks/mdlstm_speed.py
-    "L1": (8, 32, 256, 4, 2),
-    "L2": (8, 16, 128, 6, 10),
-    "L3": (8, 8, 64, 20, 50),
-    "L4": (8, 32, 256, 4, 20),
-}
 QUICK_WIDTH = 32
 """``--quick``: every MDLSTM config and training line is cut to this many columns (px)."""
 LINE_HEIGHT = 32
