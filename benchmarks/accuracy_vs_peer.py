@@ -4,7 +4,9 @@ synthetic line set and the same cores.
 What it measures: validation and test CER (greedy decoding) of
 
 * **tfnhr**: ``tfnhr train --height 32 --block 2x2 --batch-pixels 150000 --time-limit MINUTES
-  --validate-every 100`` (its defaults otherwise: small preset, Adam 0.005, default
+  --validate-every V --workers N`` as the main job trains (N = the cores this process may use,
+  one single-threaded Horovod worker each; V = 50 updates at 2 workers, so that about 1,100
+  lines pass between validations; its defaults otherwise: small preset, Adam 0.005, default
   augmentation; ``--ours-flags`` adds flags), then ``tfnhr evaluate --decoders greedy`` of its
   ``best.keras`` on the val and test subsets;
 * **kraken 7.1.1** ``ketos train`` (``--models``, default both): ``default``, its own default
@@ -16,7 +18,7 @@ What it measures: validation and test CER (greedy decoding) of
 The table gives per system: the training process's wall minutes, the passes over the training
 lines it made (tfnhr: validation rounds x 100 updates / batches per epoch; kraken: optimizer
 steps x batch size 1 / training lines), the val and the test CER. Both train with all the cores
-this process may use (TensorFlow's default pools; ``ketos --threads N`` with N the allowed
+this process may use (tfnhr one worker per core, kraken ``ketos --threads N`` with N the allowed
 cores), so pin both with ``taskset`` to compare on fewer cores. The CERs differ slightly in
 definition: tfnhr's is edit distance / reference length after NFC and whitespace collapsing
 (``tfnhr.metrics``), kraken's is its test report's errors / characters on the raw transcriptions;
@@ -107,6 +109,8 @@ CHECKPOINT = re.compile(r"checkpoint_(\d+)-(\d+\.\d+)(?:-v\d+)?\.ckpt$")
 name repeats."""
 KRAKEN_PATIENCE_EPOCHS = 10
 """kraken's default early stopping: ``--lag 10`` validations at ``--freq 1``, i.e. 10 epochs."""
+VALIDATION_LINES, LINES_PER_BATCH = 1100, 11
+"""tfnhr validates after about this many training lines; a 150,000-px batch holds about 11 lines."""
 KRAKEN_ENV = {"COLUMNS": "300"}
 """kraken logs through rich, which wraps at the terminal width (80 columns in a file)."""
 
@@ -229,8 +233,10 @@ def train_ours(data: Path, out: Path, minutes: float, seed: int, flags: list[str
     """tfnhr's run: train, then greedy CER on val and test."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    workers = len(os.sched_getaffinity(0))
     arguments = ["train", "--data", str(data), "--out", str(out), "--height", "32", "--block", "2x2",
-                 "--batch-pixels", "150000", "--time-limit", str(minutes), "--validate-every", "100",
+                 "--batch-pixels", "150000", "--time-limit", str(minutes), "--workers", str(workers),
+                 "--validate-every", str(max(1, VALIDATION_LINES // (LINES_PER_BATCH * workers))),
                  "--seed", str(seed), *flags]
     _harness.log(f"tfnhr: training for {minutes} min ...")
     seconds = tfnhr_cli(arguments, out / "train.log")

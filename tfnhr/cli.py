@@ -86,6 +86,7 @@ def leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParse
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tfnhr`` console script."""
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for commands that hand their options on
     quiet_libraries(f"tfnhr {args.command}", args.verbose)
     return args.run(args)
 

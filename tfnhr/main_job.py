@@ -10,8 +10,9 @@ Steps, all under ``--out`` (default ``runs/main``):
    augmentation, validation every 100 updates, LR halving on validation CER/WER once the model
    reads), stopped by a time limit; ``model/best.keras`` is the best validation's model,
    ``model/curves.png`` its loss and validation CER.
-4. Validation and test CER/WER of the best model: greedy and beam search + LM; ``main.json``; a
-   few test lines printed with their reference and recognition, and drawn in ``samples.png``.
+4. Validation and test CER/WER of the best model: greedy and beam search + LM, in all and per
+   font; ``main.json``; a few test lines printed with their reference and recognition, and drawn
+   in ``samples.png``.
 
 Training uses every core as separate single-threaded Horovod workers (``--workers``, default: one
 per core when Horovod is installed; gradients averaged every step): the MDLSTM's many small
@@ -25,12 +26,7 @@ more data for lower error rates (docs/performance.md, "Main job", has the measur
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,6 +43,7 @@ from tfnhr.metrics import error_rate
 from tfnhr.models import CtcModel, load_recognizer
 from tfnhr.plots import plot_samples
 from tfnhr.training import TrainOptions, train
+from tfnhr.training.workers import default_workers, run_local_workers
 
 PRESETS: dict[str, dict] = {
     "quick": {"train": 3000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100},
@@ -56,9 +53,11 @@ PRESETS: dict[str, dict] = {
 of the two main-job presets."""
 
 BATCH_PIXELS = 150_000
-"""Pixel budget of one worker's batch (about 11 lines of 32 px)."""
-LINES_PER_BATCH = 11
-"""About how many 32-px lines fill one worker's batch (for the validation interval in updates)."""
+"""Default pixel budget of one worker's batch (about 11 lines of 32 px)."""
+BUDGET_PIXELS_PER_LINE = 13_000
+"""About how much of a batch's pixel budget one 32-px synthetic line takes (its ~11,300 pixels
+and its share of the packing's skew and gaps): 150,000 px hold about 11 lines. Turns the
+validation interval from lines into updates."""
 
 SAMPLE_LINES = 8
 """Test lines shown in ``samples.png`` (the first few also printed)."""
@@ -81,42 +80,36 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--augment", choices=AUGMENT_LEVELS, default="default", help="training-time augmentation")
     parser.add_argument("--model", choices=MODEL_PRESETS, default="small", help="recognizer size")
+    parser.add_argument("--batch-pixels", type=int, default=BATCH_PIXELS,
+                        help="pixel budget of one worker's batch (32-px lines take about 13,000 each)")
     parser.add_argument("--workers", type=int, default=None,
                         help="training processes (Horovod, one thread each); default: one per core if "
                              "Horovod is installed, else 1 (this process)")
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")
+    if args.batch_pixels < BUDGET_PIXELS_PER_LINE:
+        parser.error(f"--batch-pixels must hold at least one line ({BUDGET_PIXELS_PER_LINE}), got {args.batch_pixels}")
     return args
 
 
-def default_workers() -> int:
-    """One worker per core (at most 8) when Horovod and ``horovodrun`` are there, else 1."""
-    if importlib.util.find_spec("horovod") is None or _horovodrun() is None:
-        return 1
-    return max(1, min(8, len(os.sched_getaffinity(0))))
-
-
-def _horovodrun() -> str | None:
-    """The ``horovodrun`` next to this Python (the virtualenv's), else on the PATH."""
-    beside = Path(sys.executable).parent / "horovodrun"
-    return str(beside) if beside.exists() else shutil.which("horovodrun")
+def validation_interval(lines: int, batch_pixels: int, workers: int) -> int:
+    """Updates between validations so that about ``lines`` training lines pass between them."""
+    return max(1, lines // (batch_pixels // BUDGET_PIXELS_PER_LINE * workers))
 
 
 def train_with_workers(options: TrainOptions, workers: int) -> dict:
     """:func:`tfnhr.training.train` as ``workers`` single-threaded Horovod processes on this
-    machine (``horovod_jobs.train --task nhr``, Gloo); returns the run's ``summary.json``."""
+    machine (:func:`tfnhr.training.workers.run_local_workers`); returns the run's ``summary.json``."""
     flags = ["--data", str(options.data), "--out", str(options.out), "--preset", options.preset,
              "--block", *(f"{h}x{w}" for h, w in options.block), "--height", str(options.height),
              "--batch-pixels", str(options.batch_pixels), "--epochs", str(options.epochs),
              "--time-limit", str(options.time_limit), "--seed", str(options.seed), "--augment", options.augment,
              "--validate-every", str(options.validate_every), "--sort-window", str(options.sort_window), "--overwrite"]
-    command = [_horovodrun(), "-np", str(workers), "-H", f"localhost:{workers}", "--gloo",
-               sys.executable, "-m", "horovod_jobs.train", "--task", "nhr", *flags]
-    environment = {**os.environ, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, env=environment)
-    if result.returncode != 0:
-        raise SystemExit(f"training with {workers} Horovod workers failed (exit status {result.returncode})")
+    try:
+        run_local_workers(flags, workers)
+    except RuntimeError as error:
+        raise SystemExit(str(error)) from None
     return json.loads((Path(options.out) / "summary.json").read_text())
 
 
@@ -139,8 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{'s' if workers > 1 else ''})", flush=True)
     options = TrainOptions(
         data=data, out=args.out / "model", preset=args.model, block=((2, 2), (2, 2)), height=IMAGE_HEIGHT,
-        batch_pixels=BATCH_PIXELS, epochs=preset["epochs"], time_limit=time_limit, seed=args.seed,
-        augment=args.augment, overwrite=True, validate_every=max(1, preset["validate_lines"] // (LINES_PER_BATCH * workers)))
+        batch_pixels=args.batch_pixels, epochs=preset["epochs"], time_limit=time_limit, seed=args.seed,
+        augment=args.augment, overwrite=True, validate_every=validation_interval(preset["validate_lines"], args.batch_pixels, workers))
     summary = train(options) if workers == 1 else train_with_workers(options, workers)
     print("[4/4] evaluating the best model on held-out fonts", flush=True)
     results = {"preset": args.preset, "training": summary, "lm": {k: lm_stats[k] for k in ("vocabulary", "ngrams")}}
@@ -157,13 +150,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def evaluate_subset(model: CtcModel, data: Path, subset: str, lm_path: Path, out: Path) -> list[dict]:
     """Print and return the greedy and beam+LM CER/WER of the model on ``subset`` (the table
-    ``tfnhr evaluate`` prints); the JSON table is kept in ``out``."""
+    ``tfnhr evaluate`` prints), each row with its CER per font (``"cer_by_font"``: font file ->
+    CER, from the set's :data:`~tfnhr.data.synthetic.FONTS_FILE`); the JSON table is kept in
+    ``out``."""
     decoders = {name: make_decoder(name, model.charset, lm=lm_path) for name in ("greedy", "beam+lm")}
     examples = load_data_subset(data, subset)
-    rows, _ = evaluate_set(model, examples, decoders)
+    rows, transcriptions = evaluate_set(model, examples, decoders)
+    fonts = synthetic.read_fonts(data)
+    lines_of_font: dict[str, list[int]] = {}
+    for index, example_id in enumerate(examples.ids):
+        lines_of_font.setdefault(fonts.get(example_id, "unknown"), []).append(index)
+    table = [{**row.__dict__, "cer_by_font": {
+        font: error_rate([examples.texts[i] for i in indices], [transcriptions[row.decoder][i] for i in indices])
+        for font, indices in sorted(lines_of_font.items())}} for row in rows]
     print(f"{subset}: {len(examples)} lines of {data}")
     print(format_table(rows))
-    table = [row.__dict__ for row in rows]
+    for row in table:
+        print(f"  {row['decoder']} CER by font: " + ", ".join(
+            f"{font} {cer:.1%} ({len(lines_of_font[font])} lines)" for font, cer in row["cer_by_font"].items()))
     out.write_text(json.dumps(table, indent=1) + "\n")
     return table
 

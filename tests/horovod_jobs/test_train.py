@@ -235,6 +235,47 @@ def test_a_validation_set_too_small_to_shard_fails_on_both(horovodrun, synth, tm
         assert f"error on rank {rank}: 1 examples cannot fill 2 workers" in result.stderr, output_tail(result)
 
 
+@pytest.mark.horovod
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_tfnhr_train_with_two_workers_is_the_horovod_job_of_its_options(horovodrun, synth, tmp_path):
+    """``tfnhr train --workers 2 ...`` (with ``--verbose`` and an abbreviated ``--work=2``, which
+    the workers do not take) trains exactly what ``horovodrun -np 2 train.py --task nhr ...``
+    trains with the same options: the same losses and validation CERs, the same weights."""
+    options = ["--data", str(synth), "--epochs", "2", "--batch-pixels", "40000", "--seed", "3", *TINY_NHR]
+    handed_on = subprocess.run([sys.executable, "-m", "tfnhr.cli", "train", *options, "--out", str(tmp_path / "cli"),
+                                "--verbose", "--work=2"], cwd=REPO, env=JOB_ENV, capture_output=True, text=True,
+                               timeout=300, check=False)
+    assert handed_on.returncode == 0, output_tail(handed_on)
+    assert "[1]<stderr>" in handed_on.stdout + handed_on.stderr  # a second rank ran
+    direct, _ = launch(horovodrun, tmp_path / "direct", ["--task", "nhr", *options, "--out", "out"])
+    assert direct.returncode == 0, output_tail(direct)
+    logs = [list(csv.DictReader(open(out / "log.csv"))) for out in (tmp_path / "cli", tmp_path / "direct" / "rank0" / "out")]
+    assert [(row["loss"], row["val_cer"]) for row in logs[0]] == [(row["loss"], row["val_cer"]) for row in logs[1]]
+    models = [load_recognizer(out / "last.keras") for out in (tmp_path / "cli", tmp_path / "direct" / "rank0" / "out")]
+    for mine, theirs in zip(models[0].get_weights(), models[1].get_weights()):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_tfnhr_train_checks_its_options_before_starting_workers(tmp_path, capsys):
+    assert tfnhr_main(["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "out"),
+                       "--workers", "2", "--config", str(tmp_path / "missing.yaml")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("tfnhr train: error: ") and "missing.yaml" in error and error.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["train", "--data", "d", "--workers", "2", "--out", "o"], ["--data", "d", "--out", "o"]),
+    (["train", "--workers=4", "--verbose", "--lr", "0.1"], ["--lr", "0.1"]),
+    (["train", "--data", "train", "--wo", "2", "--ve", "--validate-every", "5"], ["--data", "train", "--validate-every", "5"]),
+])
+def test_worker_arguments_drop_what_only_tfnhr_train_takes(argv, expected):
+    from tfnhr.commands.train import worker_arguments
+
+    assert worker_arguments(argv) == expected
+
+
 @pytest.mark.slow
 def test_mlcn_runs_as_one_plain_process(tmp_path):
     assert main(["--task", "mlcn", *TINY_MLCN, "--epochs", "1", "--out", str(tmp_path)]) == 0

@@ -80,7 +80,7 @@ def test_word_spans_from_peaks_at_the_characters_overlap_the_rendered_word_boxes
     """A CTC-like column model of a rendered line (one output column per 4 px, each character a
     one-column peak at its share of its word's box, a space peak in the middle of each gap): every
     word of 3 or more characters gets a span of IoU >= 0.7 with its true box, every word >= 0.4."""
-    image, text, boxes = render_example(11, "lines", "train", index)
+    image, text, boxes, _ = render_example(11, "lines", "train", index)
     charset = Charset(sorted(set(text)))
     labels = peak_labels(text, boxes, image.shape[1], charset, pixels_per_column=4)
     words = text.split()

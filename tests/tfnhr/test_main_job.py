@@ -10,9 +10,9 @@ import pytest
 
 from tfnhr.models import load_recognizer
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
-
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_main_job_trains_and_reports_greedy_and_lm_error_rates(tmp_path):
     out = tmp_path / "main"
     result = subprocess.run(
@@ -31,6 +31,37 @@ def test_main_job_trains_and_reports_greedy_and_lm_error_rates(tmp_path):
         assert [row["decoder"] for row in report[subset]] == ["greedy", "beam+lm"]
         assert all(row["cer"] >= 0 and row["wer"] >= 0 for row in report[subset])
     assert report["val"][0]["cer"] == report["training"]["best_val_cer"]  # the same model, data, decoder
+    fonts = dict(line.split("\t") for line in (out / "synth" / "fonts.tsv").read_text().splitlines())
+    texts = {row.split(" ")[0]: " ".join(row.split(" ")[8:]).replace("|", " ")
+             for row in (out / "synth" / "ascii" / "lines.txt").read_text().splitlines() if not row.startswith("#")}
+    for subset, prefix, held_out in (("val", "v", {"Breip.ttf", "Kristi.ttf"}), ("test", "t", {"Rufscript010.ttf", "Purisa.otf"})):
+        chars = {}
+        for line_id, text in texts.items():
+            if line_id.startswith(prefix):
+                chars[fonts[line_id]] = chars.get(fonts[line_id], 0) + len(text)
+        for row in report[subset]:
+            assert set(row["cer_by_font"]) == set(chars) and set(chars) <= held_out
+            combined = sum(row["cer_by_font"][font] * n for font, n in chars.items()) / sum(chars.values())
+            assert combined == pytest.approx(row["cer"], abs=1e-9)
+    assert "greedy CER by font: " in result.stdout
     model = load_recognizer(out / "model" / "best.keras")
     assert model.mdlstm_units == (2, 10, 50) and model.input_height == 32
     assert "\\data\\" in (out / "lm.arpa").read_text()[:200]
+
+
+@pytest.mark.parametrize(("batch_pixels", "workers", "expected"), [(150_000, 2, 50), (150_000, 1, 100), (60_000, 2, 137),
+                                                                   (13_000, 1, 1100), (10**7, 8, 1)])
+def test_validation_interval_passes_about_the_asked_lines_between_validations(batch_pixels, workers, expected):
+    from tfnhr.main_job import BUDGET_PIXELS_PER_LINE, validation_interval
+
+    assert validation_interval(1100, batch_pixels, workers) == expected
+    lines_per_update = batch_pixels // BUDGET_PIXELS_PER_LINE * workers
+    assert expected == max(1, 1100 // lines_per_update)
+
+
+def test_batch_pixels_below_one_line_is_refused_in_one_line(capsys):
+    from tfnhr.main_job import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--batch-pixels", "5000"])
+    assert "--batch-pixels must hold at least one line (13000), got 5000" in capsys.readouterr().err

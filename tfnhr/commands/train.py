@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from tfnhr.choices import AUGMENT_LEVELS, CELLS, HALVE_ON, MODEL_PRESETS, OPTIMIZERS, shipped_configs
-from tfnhr.commands.common import add_data_arguments, reports_errors, size_pair
+from tfnhr.commands.common import USER_ERRORS, add_data_arguments, reports_errors, size_pair
 from tfnhr.ranges import COUNT, TRAIN, each
 
 
@@ -18,6 +19,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "tensorboard/ and summary.json into --out.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_train_arguments(parser)
+    parser.add_argument("--workers", type=COUNT.type, default=1,
+                        help="training processes on this machine: N > 1 runs N single-threaded Horovod workers "
+                             "(horovodrun, Gloo) that average their gradients every step; one per core is "
+                             "fastest on CPU (docs/performance.md)")
     parser.set_defaults(run=run)
 
 
@@ -127,10 +132,41 @@ def options_from_args(args: argparse.Namespace):
     return resolve_options(run, config, given, names=flags)
 
 
-@reports_errors("train")
+WORKER_DROPPED = {"--workers": True, "--verbose": False}
+"""``tfnhr train`` options that its Horovod workers do not take -> whether the option has a value."""
+
+
+def worker_arguments(argv: Sequence[str]) -> list[str]:
+    """The arguments of a ``tfnhr train`` command line (``argv`` after ``tfnhr``) that its
+    Horovod workers get (``horovod_jobs.train --task nhr``): the options after ``train`` without
+    those of :data:`WORKER_DROPPED` (also when abbreviated or written ``--option=value``)."""
+    tokens = list(argv)
+    tokens = tokens[tokens.index("train") + 1:]
+    kept, skip_value = [], False
+    for token in tokens:
+        if skip_value:
+            skip_value = False
+            continue
+        name = token.split("=", 1)[0]
+        dropped = [option for option in WORKER_DROPPED if len(name) >= 3 and option.startswith(name)]
+        if token.startswith("--") and dropped:
+            skip_value = WORKER_DROPPED[dropped[0]] and "=" not in token
+            continue
+        kept.append(token)
+    return kept
+
+
+@reports_errors("train", (*USER_ERRORS, RuntimeError))
 def run(args: argparse.Namespace) -> int:
-    """Train; returns the exit status (2 with a one-line reason for bad data or options)."""
+    """Train, in this process or (``--workers N``) as N Horovod workers; returns the exit status (2
+    with a one-line reason for bad data or options)."""
+    options = options_from_args(args)  # checks every option here, before workers start
+    if args.workers > 1:
+        from tfnhr.training.workers import run_local_workers
+
+        run_local_workers(worker_arguments(args.argv), args.workers)
+        return 0
     from tfnhr.training import train
 
-    train(options_from_args(args))
+    train(options)
     return 0

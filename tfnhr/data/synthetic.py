@@ -23,6 +23,7 @@ import string
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -349,17 +350,28 @@ def render(text: str, font_path: str | Path, rng: np.random.Generator,
     return _render(text, font_path, rng, style)[0]
 
 
+class RenderedExample(NamedTuple):
+    """One rendered example: uint8 ``[H, W]`` ``image``, its ``text``, each word's ``(x0, y0, x1,
+    y1)`` box in the image (px) and the ``font`` file name it was drawn with."""
+
+    image: np.ndarray
+    text: str
+    boxes: list[Box]
+    font: str
+
+
 def render_example(seed: int, kind: str, split: str, index: int, style: RenderStyle = RenderStyle(),
-                   chars: tuple[int | None, int | None] = (None, None)) -> tuple[np.ndarray, str, list[Box]]:
-    """Example ``index`` of a split: ``(image, text, word boxes)``, from its own random stream
-    (what :func:`generate` gives, plus each word's ``(x0, y0, x1, y1)`` box in the image);
-    ``chars``: ``(min_chars, max_chars)`` of :func:`sample_texts`."""
+                   chars: tuple[int | None, int | None] = (None, None)) -> RenderedExample:
+    """Example ``index`` of a split, from its own random stream (what :func:`generate` gives,
+    plus each word's box and the font); ``chars``: ``(min_chars, max_chars)`` of
+    :func:`sample_texts`."""
     _check_args(seed, kind, split)
     rng = np.random.default_rng([seed, SUBSETS.index(split), KINDS.index(kind), index])
     text = sample_texts(kind, 1, rng, split, *chars)[0]
     fonts = font_paths(split)
-    image, boxes = _render(text, fonts[int(rng.integers(len(fonts)))], rng, style)
-    return image, text, boxes
+    font = fonts[int(rng.integers(len(fonts)))]
+    image, boxes = _render(text, font, rng, style)
+    return RenderedExample(image, text, boxes, font.name)
 
 
 def _check_args(seed: int, kind: str, split: str, kinds: Sequence[str] = KINDS) -> None:
@@ -388,6 +400,9 @@ def generate(count: int, seed: int = 0, kind: str = "lines", split: str = "train
 
 MARKER = "synthetic.json"
 """File at the root of a set written by :func:`write_iam_layout` (its parameters and summary)."""
+FONTS_FILE = "fonts.tsv"
+"""File at the root of a set written by :func:`write_iam_layout`: each image's id and the font
+file it was drawn with, tab-separated (:func:`read_fonts`)."""
 
 FORM_PREFIX = {"train": "s", "val": "v", "test": "t"}
 """First letter of the form ids of each split (IAM's writer-group letter)."""
@@ -443,7 +458,7 @@ def _prepare(out: Path) -> None:
         if not (out / MARKER).is_file():
             raise FileExistsError(f"{out} is not empty and holds no synthetic set ({MARKER} missing); "
                                   "choose an empty or new folder")
-        for name in ("ascii", "lines", "words", OFFICIAL_SPLIT_DIR, MARKER):
+        for name in ("ascii", "lines", "words", OFFICIAL_SPLIT_DIR, MARKER, FONTS_FILE):
             target = out / name
             if target.is_dir():
                 shutil.rmtree(target)
@@ -461,6 +476,11 @@ class _IamWriter:
         self.rows: dict[str, list[str]] = {"lines": [], "words": []}
         self.ids: dict[str, list[str]] = {split: [] for split in SUBSETS}
         self.counts = {split: {"lines": 0, "words": 0} for split in SUBSETS}
+        self.fonts: list[tuple[str, str]] = []
+
+    def font(self, item_id: str, font: str) -> None:
+        """Note that image ``item_id`` was drawn with ``font``."""
+        self.fonts.append((item_id, font))
 
     def _add(self, folder: str, split: str, item_id: str, image: np.ndarray, row: str) -> None:
         path = _image_path(self.out, folder, item_id)
@@ -492,9 +512,19 @@ class _IamWriter:
             if self.rows[name]:
                 text = header + "".join(f"{row}\n" for row in self.rows[name])
                 (self.out / "ascii" / f"{name}.txt").write_text(text)
+        (self.out / FONTS_FILE).write_text("".join(f"{item_id}\t{font}\n" for item_id, font in self.fonts))
         (self.out / OFFICIAL_SPLIT_DIR).mkdir(exist_ok=True)
         for split, name in (*OFFICIAL_SPLIT_FILES.items(), (None, OFFICIAL_VALIDATION2)):
             (self.out / OFFICIAL_SPLIT_DIR / name).write_text("".join(f"{i}\n" for i in self.ids.get(split, [])))
+
+
+def read_fonts(set_dir: str | Path) -> dict[str, str]:
+    """Image id -> font file name of a set written by :func:`write_iam_layout`; ``{}`` for a
+    folder without :data:`FONTS_FILE` (not synthetic, or written before it was kept)."""
+    path = Path(set_dir) / FONTS_FILE
+    if not path.is_file():
+        return {}
+    return dict(line.split("\t", 1) for line in path.read_text().splitlines() if line)
 
 
 def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str = "lines", seed: int = 0,
@@ -529,17 +559,20 @@ def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str =
     for split, count in counts.items():
         form_y = 0
         for index in range(count):
-            image, text, boxes = render_example(seed, text_kind, split, index, style, (min_chars, max_chars))
+            image, text, boxes, font = render_example(seed, text_kind, split, index, style, (min_chars, max_chars))
             if kind == "words":
                 line_id = _line_id(split, index // WORDS_PER_LINE)
                 writer.word(split, f"{line_id}-{index % WORDS_PER_LINE:02d}", image, text, 0, 0)
+                writer.font(f"{line_id}-{index % WORDS_PER_LINE:02d}", font)
             else:
                 line_id = _line_id(split, index)
                 form_y = 0 if index % LINES_PER_FORM == 0 else form_y
                 writer.line(split, line_id, image, text, form_y)
+                writer.font(line_id, font)
                 if kind == "both":
                     for number, (word, (x0, y0, x1, y1)) in enumerate(zip(text.split(), boxes)):
                         writer.word(split, f"{line_id}-{number:02d}", image[y0:y1, x0:x1], word, x0, form_y + y0)
+                        writer.font(f"{line_id}-{number:02d}", font)
                 form_y += image.shape[0]
             bar.step()
     writer.finish()

@@ -70,13 +70,13 @@ def render_page(seed: int, split: str, first_line: int, line_count: int, max_ang
     rng = np.random.default_rng([seed, SUBSETS.index(split), first_line, 7])
     indents = rng.integers(0, 40, size=line_count)
     gaps = rng.integers(8, 30, size=line_count)
-    width = int(max(image.shape[1] + indent for (image, _, _), indent in zip(rendered, indents))) + 2 * MARGIN
-    height = int(sum(image.shape[0] for image, _, _ in rendered) + gaps.sum()) + 2 * MARGIN
+    width = int(max(example.image.shape[1] + indent for example, indent in zip(rendered, indents))) + 2 * MARGIN
+    height = int(sum(example.image.shape[0] for example in rendered) + gaps.sum()) + 2 * MARGIN
     page = np.full((height, width), PAPER, np.uint8)
     angle = float(rng.uniform(-max_angle, max_angle)) if max_angle > 0 else 0.0
     rotation = cv2.getRotationMatrix2D(((width - 1) / 2, (height - 1) / 2), angle, 1.0)
     lines, y = [], MARGIN
-    for number, ((image, text, boxes), indent, gap) in enumerate(zip(rendered, indents, gaps)):
+    for number, ((image, text, boxes, _), indent, gap) in enumerate(zip(rendered, indents, gaps)):
         x, (h, w) = MARGIN + int(indent), image.shape
         page[y:y + h, x:x + w] = np.minimum(page[y:y + h, x:x + w], image)
         corners = [(x, y), (x + w, y), (x + w, y + h), (x, y + h)]

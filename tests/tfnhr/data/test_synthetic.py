@@ -154,6 +154,33 @@ def test_write_iam_layout_lines_and_words(tmp_path):
     assert summary["counts"]["val"] == {"lines": 3, "words": val_words}
 
 
+def test_the_fonts_file_names_the_font_each_image_was_drawn_with(tmp_path):
+    """Each line's recorded font is the only one of its split whose drawing, from the line's random
+    stream, gives the stored image; its words carry the line's font."""
+    counts = {"train": 4, "val": 4, "test": 2}
+    synthetic.write_iam_layout(tmp_path, counts, kind="both", seed=2, progress=False)
+    fonts = synthetic.read_fonts(tmp_path)
+    lines = parse_rows(tmp_path / "ascii" / "lines.txt")
+    words = parse_rows(tmp_path / "ascii" / "words.txt")
+    assert set(fonts) == {row[0] for row in lines} | {row[0] for row in words}
+    for split in SUBSETS:
+        split_lines = [row for row in lines if row[0][0] == synthetic.FORM_PREFIX[split]]
+        assert len(split_lines) == counts[split]
+        for index, (line_id, *_, transcription) in enumerate(split_lines):
+            stored = load_gray(image_path(tmp_path, "lines", line_id))
+            drawn_alike = []
+            for path in synthetic.font_paths(split):
+                rng = np.random.default_rng([2, SUBSETS.index(split), 0, index])  # kind "lines"
+                text = synthetic.sample_texts("lines", 1, rng, split)[0]
+                rng.integers(len(synthetic.font_paths(split)))
+                assert text.split() == transcription.split("|")
+                if same(synthetic.render(text, path, rng), stored):
+                    drawn_alike.append(path.name)
+            assert drawn_alike == [fonts[line_id]]
+            assert all(fonts[row[0]] == fonts[line_id] for row in words if row[0].startswith(line_id + "-"))
+    assert synthetic.read_fonts(tmp_path / "ascii") == {}
+
+
 def test_write_iam_layout_words(tmp_path):
     synthetic.write_iam_layout(tmp_path, {"train": 13, "test": 1}, kind="words", progress=False)
     assert not (tmp_path / "ascii" / "lines.txt").exists()
