@@ -265,6 +265,14 @@ def test_tfnhr_train_checks_its_options_before_starting_workers(tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
+def test_tfnhr_train_checks_the_data_listing_before_starting_workers(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    for data, reason in ((tmp_path / "missing", "does not exist"), (tmp_path / "empty", "is not an IAM folder")):
+        assert tfnhr_main(["train", "--data", str(data), "--out", str(tmp_path / "out"), "--workers", "2"]) == 2
+        error = capsys.readouterr().err
+        assert error.startswith("tfnhr train: error: ") and reason in error and error.count("\n") == 1, error
+
+
 @pytest.mark.parametrize(("argv", "expected"), [
     (["train", "--data", "d", "--workers", "2", "--out", "o"], ["--data", "d", "--out", "o"]),
     (["train", "--workers=4", "--verbose", "--lr", "0.1"], ["--lr", "0.1"]),

@@ -156,6 +156,19 @@ def worker_arguments(argv: Sequence[str]) -> list[str]:
     return kept
 
 
+def check_data_listing(data: Path, kind: str, split: str, keep_err: bool) -> None:
+    """Fail here, in one line, on what every worker would fail on at once: ``data`` missing, or an
+    IAM-layout folder whose training or validation list is unreadable or empty (reads the text
+    files only, no images; HDF5 files and pages folders are checked by the workers)."""
+    from tfnhr.data.sources import folder_kind, folder_samples, is_hdf5
+
+    if not Path(data).exists():
+        raise FileNotFoundError(f"{data} does not exist")
+    if not is_hdf5(data) and folder_kind(data, kind) != "pages":
+        for subset in ("train", "val"):
+            folder_samples(data, subset, kind, split, keep_err)
+
+
 @reports_errors("train", (*USER_ERRORS, RuntimeError))
 def run(args: argparse.Namespace) -> int:
     """Train, in this process or (``--workers N``) as N Horovod workers; returns the exit status (2
@@ -164,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers > 1:
         from tfnhr.training.workers import run_local_workers
 
+        check_data_listing(options.data, options.kind, options.split, options.keep_err)
         run_local_workers(worker_arguments(args.argv), args.workers)
         return 0
     from tfnhr.training import train
