@@ -109,8 +109,6 @@ CHECKPOINT = re.compile(r"checkpoint_(\d+)-(\d+\.\d+)(?:-v\d+)?\.ckpt$")
 name repeats."""
 KRAKEN_PATIENCE_EPOCHS = 10
 """kraken's default early stopping: ``--lag 10`` validations at ``--freq 1``, i.e. 10 epochs."""
-VALIDATION_LINES, LINES_PER_BATCH = 1100, 11
-"""tfnhr validates after about this many training lines; a 150,000-px batch holds about 11 lines."""
 KRAKEN_ENV = {"COLUMNS": "300"}
 """kraken logs through rich, which wraps at the terminal width (80 columns in a file)."""
 
@@ -233,11 +231,13 @@ def train_ours(data: Path, out: Path, minutes: float, seed: int, flags: list[str
     """tfnhr's run: train, then greedy CER on val and test."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    from tfnhr.main_job import BATCH_PIXELS, PRESETS, validation_interval
+
     workers = len(os.sched_getaffinity(0))
+    every = validation_interval(PRESETS["quick"]["validate_lines"], BATCH_PIXELS, workers)
     arguments = ["train", "--data", str(data), "--out", str(out), "--height", "32", "--block", "2x2",
-                 "--batch-pixels", "150000", "--time-limit", str(minutes), "--workers", str(workers),
-                 "--validate-every", str(max(1, VALIDATION_LINES // (LINES_PER_BATCH * workers))),
-                 "--seed", str(seed), *flags]
+                 "--batch-pixels", str(BATCH_PIXELS), "--time-limit", str(minutes), "--workers", str(workers),
+                 "--validate-every", str(every), "--seed", str(seed), *flags]
     _harness.log(f"tfnhr: training for {minutes} min ...")
     seconds = tfnhr_cli(arguments, out / "train.log")
     summary = json.loads((out / "summary.json").read_text())
