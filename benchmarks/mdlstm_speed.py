@@ -13,8 +13,10 @@ What it measures
 
 * **Cell updates per second** of one training step (forward, then gradients w.r.t. the input
   and all weights) on a dense batch: ``B * 4 directions * H * W / step time``, for the configs
-  of issue 3 (``CONFIGS``) and four layer variants, ``input_projection`` in
-  ``{"in_loop", "precompute"}`` x ``jit_compile`` in ``{False, True}`` (XLA).  The variants of
+  of issue 3 (``CONFIGS``) and six layer variants, ``input_projection`` in
+  ``{"in_loop", "precompute"}`` x the scan: the ``tf.while_loop`` of TensorFlow ops
+  (``scan_kernel="ops"``) without and with XLA (``+xla``), and the compiled C++ scan
+  (``+compiled``, :mod:`tfnhr.ops.scan_kernel`).  The variants of
   a config run interleaved, ``--rounds`` times each, and report the fastest and the median
   round (the machines are shared and noisy: compare within a run).  ``"auto"`` is the variant
   the layer's defaults pick.
@@ -33,8 +35,9 @@ What it measures
   subprocess that uses TensorFlow's BFC allocator on CPU (``TF_CPU_ALLOCATOR_USE_BFC=true``),
   which makes ``tf.config.experimental.get_memory_info("CPU:0")`` work: after a warm-up step the
   peak counter is reset, one step runs, and the peak of TensorFlow's tensor allocations is
-  reported (plus the process's RSS high-water mark for reference), for the layer's default
-  variant and for XLA off.
+  reported (plus the process's RSS high-water mark for reference), for the compiled scan (the
+  layer's default), the TensorFlow-ops scan with XLA (the default before the compiled scan) and
+  without.
 
 ``--tuned-env`` runs the speed measurements with two process settings (``_harness.TUNED_ENV``)
 that must be in place before TensorFlow starts, so they are environment variables, not layer
@@ -67,7 +70,10 @@ TARGETS = {  # issue 3, cell updates/s on one thread: Wenniger et al. 2019's PyT
     "L3": {"seed_pytorch": 0.03e6, "prototype": 0.13e6},
     "L4": {"seed_pytorch": 0.09e6, "prototype": 0.6e6},
 }
-VARIANTS = [(p, j) for p in ("in_loop", "precompute") for j in (False, True)]
+VARIANTS = [(p, k) for p in ("in_loop", "precompute") for k in ("ops", "ops+xla", "compiled")]
+"""``(input_projection, scan)``: ``ops`` / ``ops+xla`` the TensorFlow-ops scan without / with XLA,
+``compiled`` the C++ scan."""
+MEMORY_VARIANTS = ("compiled", "ops+xla", "ops")
 NAIVE_CROP = (8, 16)  # (height, width) of the naive baseline's crop
 MEMORY_CONFIG = "L4"
 
@@ -100,6 +106,13 @@ def _training_step(tf, layer, x):
         return tape.gradient(loss, [x] + layer.trainable_weights)
 
     return lambda: [g.numpy() for g in step(x)]
+
+
+def _scan_kwargs(scan: str) -> dict:
+    """``MDLSTM2D`` arguments of a scan variant (``compiled``, ``ops``, ``ops+xla``)."""
+    if scan == "compiled":
+        return {"scan_kernel": "compiled", "jit_compile": False}
+    return {"scan_kernel": "ops", "jit_compile": scan == "ops+xla"}
 
 
 def _make_layer(tf, channels: int, units: int, **kwargs):
@@ -174,9 +187,9 @@ def bench_config(tf, name: str, rounds: int, naive: bool) -> dict:
     flops = matmul_flops_per_step(batch, height, width, channels, units)
     x = tf.random.normal((batch, height, width, channels))
     steps, first_call = {}, {}
-    for projection, jit in VARIANTS:
-        key = f"{projection}{'+xla' if jit else ''}"
-        layer = _make_layer(tf, channels, units, input_projection=projection, jit_compile=jit)
+    for projection, scan in VARIANTS:
+        key = f"{projection}{scan.removeprefix('ops')}" if scan != "compiled" else f"{projection}+compiled"
+        layer = _make_layer(tf, channels, units, input_projection=projection, **_scan_kwargs(scan))
         steps[key] = _training_step(tf, layer, x)
         first_call[key] = _harness.timed(steps[key])[1]
     times = _harness.interleaved(steps, rounds)
@@ -197,8 +210,9 @@ def bench_config(tf, name: str, rounds: int, naive: bool) -> dict:
         "cell_updates_per_step": cells,
         "counted_gflop_per_step": round(flops / 1e9, 4),
         "variants": variants,
-        "auto_variant": (f"{default.input_projection_mode(default.jit_compile is not False)}"
-                         f"{'+xla' if default.jit_compile is not False else ''}"),
+        "auto_variant": (f"{default.input_projection_mode(False)}+compiled"
+                         if default.scan_kernel_mode() == "compiled" else
+                         f"{default.input_projection_mode(True)}+xla"),
         "best_variant": min(variants, key=lambda k: variants[k]["step_ms_min"]),
         "targets_cell_updates_per_s": TARGETS[name],
     }
@@ -219,21 +233,20 @@ def bench_config(tf, name: str, rounds: int, naive: bool) -> dict:
     return result
 
 
-def memory_child(threads: int, jit: str) -> dict:
+def memory_child(threads: int, scan: str) -> dict:
     """In a fresh process with the BFC allocator: peak tensor memory of one L4 training step."""
     import resource
 
     tf = _harness.set_threads(threads)
     batch, height, width, channels, units = CONFIGS[MEMORY_CONFIG]
-    kwargs = {} if jit == "auto" else {"jit_compile": jit == "true"}
-    layer = _make_layer(tf, channels, units, **kwargs)
+    layer = _make_layer(tf, channels, units, **_scan_kwargs(scan))
     step = _training_step(tf, layer, tf.random.normal((batch, height, width, channels)))
     step()
     tf.config.experimental.reset_memory_stats("CPU:0")
     step()
     info = tf.config.experimental.get_memory_info("CPU:0")
     return {
-        "config": MEMORY_CONFIG, "jit_compile": jit,
+        "config": MEMORY_CONFIG, "scan": scan,
         "tf_peak_bytes": info["peak"],
         "tf_peak_mib": round(info["peak"] / 2**20, 1),
         "process_max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -242,9 +255,9 @@ def memory_child(threads: int, jit: str) -> dict:
 
 def measure_memory(threads: int) -> list[dict]:
     results = []
-    for jit in ("auto", "false"):
+    for scan in MEMORY_VARIANTS:
         env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="2")
-        results.append(_harness.run_child(__file__, ["--memory-child", jit, "--threads", str(threads)], env))
+        results.append(_harness.run_child(__file__, ["--memory-child", scan, "--threads", str(threads)], env))
     return results
 
 
@@ -279,7 +292,7 @@ def main(argv=None) -> int:
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated subset of {list(CONFIGS)}")
     parser.add_argument("--no-naive", action="store_true", help="skip the naive per-cell loop")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak memory subprocesses")
-    parser.add_argument("--memory-child", choices=("auto", "true", "false"), help=argparse.SUPPRESS)
+    parser.add_argument("--memory-child", choices=MEMORY_VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
         print(json.dumps(memory_child(args.threads, args.memory_child)))
@@ -305,7 +318,7 @@ def _print_table(result: dict) -> None:
                   f"{naive['cell_updates_per_s'] / 1e6:.4f} M/s; best variant "
                   f"{config['speedup_vs_naive']}x faster")
     for memory in result.get("memory", []):
-        print(f"memory {memory['config']} jit={memory['jit_compile']}: TF peak "
+        print(f"memory {memory['config']} {memory['scan']}: TF peak "
               f"{memory['tf_peak_mib']} MiB, process max RSS {memory['process_max_rss_mib']} MiB")
 
 

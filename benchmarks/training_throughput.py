@@ -1,10 +1,12 @@
 """Recognizer training throughput: whole training steps of the small and large presets on synthetic lines at the main job's height, batch budgets compared in one run, with a profile of each step's parts and the machine's matmul peak.
 
-Each compared batching (``--configs BUDGET:WINDOW[:PLANNER],...``: the batch's pixel budget, the
-width-sorting window of :func:`tfnhr.data.batches.similar_width_batches` and the packing planner,
-``xla`` by default, ``graph`` or ``numpy`` (the Python planner in ``tf.numpy_function``, as before
-the graph planner); default the main job's
-150,000 pixels with random batches (window 1, the default) against windows of 8 batches)
+Each compared configuration (``--configs BUDGET:WINDOW[:PLANNER[:SCAN]],...``: the batch's pixel
+budget, the width-sorting window of :func:`tfnhr.data.batches.similar_width_batches`, the packing
+planner, ``xla`` by default, ``graph`` or ``numpy`` (the Python planner in ``tf.numpy_function``,
+as before the graph planner), and the MDLSTM scan kernel, ``compiled`` (the C++ ops of
+:mod:`tfnhr.ops.scan_kernel`, the default) or ``ops`` (the ``tf.while_loop`` of TensorFlow ops,
+as before the compiled kernel); default the main job's 150,000 pixels with random batches
+(window 1, the default), TensorFlow-ops scan against compiled scan)
 gets its own recognizer (same seed) and its own training dataset
 (:func:`tfnhr.data.dataset.make_dataset` with ``default`` augmentation, as ``tfnhr train``);
 the configurations' steps run interleaved, one step each per round, so that load from other
@@ -57,16 +59,19 @@ MAIN_JOB_BATCH_PIXELS = 150_000
 """The main job's batch budget (about 11 lines)."""
 
 
-def parse_configs(text: str) -> list[tuple[int, int, str]]:
-    """``"150000:1,300000:8:numpy"`` -> ``[(150000, 1, "xla"), (300000, 8, "numpy")]``: pixel budget,
-    sorting window, packing planner (``tfnhr.ops.packing.PLANNERS``; default ``xla``)."""
+def parse_configs(text: str) -> list[tuple[int, int, str, str]]:
+    """``"150000:1,300000:8:numpy:ops"`` -> ``[(150000, 1, "xla", "compiled"), (300000, 8, "numpy",
+    "ops")]``: pixel budget, sorting window, packing planner (``tfnhr.ops.packing.PLANNERS``;
+    default ``xla``), scan kernel (``compiled`` or ``ops``; default ``compiled``)."""
     configs = []
     for part in text.split(","):
         fields = part.split(":")
-        planner = fields[2] if len(fields) > 2 else "xla"
-        if len(fields) > 3 or planner not in ("xla", "graph", "numpy"):
-            raise argparse.ArgumentTypeError(f"expected BUDGET[:WINDOW[:xla|graph|numpy]], got {part!r}")
-        configs.append((int(fields[0]), int(fields[1]) if len(fields) > 1 and fields[1] else 1, planner))
+        planner = fields[2] if len(fields) > 2 and fields[2] else "xla"
+        kernel = fields[3] if len(fields) > 3 else "compiled"
+        if len(fields) > 4 or planner not in ("xla", "graph", "numpy") or kernel not in ("compiled", "ops"):
+            raise argparse.ArgumentTypeError(
+                f"expected BUDGET[:WINDOW[:xla|graph|numpy[:compiled|ops]]], got {part!r}")
+        configs.append((int(fields[0]), int(fields[1]) if len(fields) > 1 and fields[1] else 1, planner, kernel))
     return configs
 
 
@@ -81,10 +86,10 @@ def synthetic_lines(count: int, seed: int):
                         [text for _, text in examples], [f"line{i}" for i in range(count)])
 
 
-def compiled_step(tf, preset: str, charset, seed: int, planner: str = "xla"):
+def compiled_step(tf, preset: str, charset, seed: int, planner: str = "xla", kernel: str = "compiled"):
     """A recognizer of ``preset`` (seeded, 2x2 blocks, Adam 0.005 with clipping 10 as ``tfnhr
-    train``, its MDLSTMs packing with ``planner``) and its ``train_step`` as one ``tf.function``
-    over ``(images, labels)`` batches."""
+    train``, its MDLSTMs packing with ``planner`` and scanning with ``kernel``) and its
+    ``train_step`` as one ``tf.function`` over ``(images, labels)`` batches."""
     import keras
 
     from tfnhr.data.dataset import IMAGES_SPEC, LABELS_SPEC
@@ -93,7 +98,7 @@ def compiled_step(tf, preset: str, charset, seed: int, planner: str = "xla"):
     keras.utils.set_random_seed(seed)
     model = build_recognizer(charset, preset=preset, block=BLOCKS, input_height=HEIGHT)
     for mdlstm in model.mdlstms:
-        mdlstm.packing_planner = planner
+        mdlstm.packing_planner, mdlstm.scan_kernel = planner, kernel
     model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=10.0))
     return model, tf.function(model.train_step, input_signature=[(IMAGES_SPEC, LABELS_SPEC)])
 
@@ -159,7 +164,7 @@ def profile_step(tf, model, images, labels, repeats: int) -> tuple[dict, float]:
 
         parts["pack/unpack"] += median_seconds(lambda x=features: pack_roundtrip(x).numpy(), repeats)
         canvas, valid, _ = pack_ragged_graph(features)
-        scan = mdlstm._dense_fns[False]
+        scan = mdlstm._dense_fns[mdlstm.scan_kernel_mode(), False]
         params = mdlstm._params()
         mask = tf.cast(valid, canvas.dtype)
 
@@ -246,8 +251,8 @@ def measure_steps(args: argparse.Namespace) -> dict:
     for preset in args.presets.split(","):
         steps, models, iterators, lines = {}, {}, {}, {}
         for config in args.configs:
-            budget, window, planner = config
-            model, step = compiled_step(tf, preset, charset, args.seed, planner)
+            budget, window, planner, kernel = config
+            model, step = compiled_step(tf, preset, charset, args.seed, planner, kernel)
             dataset = make_dataset(data, charset, budget, seed=args.seed, augment=make_augmenter("default", args.seed),
                                    sort_window=window)
             iterator = iter(dataset.repeat())
@@ -266,7 +271,7 @@ def measure_steps(args: argparse.Namespace) -> dict:
             parts, flops = profile_step(tf, model, images, labels, args.profile_repeats)
             parts["rest"] = step_wall - sum(parts.values())
             results[label(config)] = {
-                "batch_pixels": budget, "sort_window": config[1], "planner": config[2],
+                "batch_pixels": budget, "sort_window": config[1], "planner": config[2], "scan_kernel": config[3],
                 "lines_per_step": lines_per_step, "step_seconds_median": step_wall,
                 "step_seconds_range": [min(times[config].wall), max(times[config].wall)],
                 "lines_per_second": sum(trained) / sum(times[config].wall),
@@ -279,9 +284,11 @@ def measure_steps(args: argparse.Namespace) -> dict:
     return report
 
 
-def label(config: tuple[int, int, str]) -> str:
-    """``"150000px/w8"`` (``"150000px/w8/numpy"`` for another planner than XLA's): a configuration's name."""
-    return f"{config[0]}px/w{config[1]}" + ("" if config[2] == "xla" else f"/{config[2]}")
+def label(config: tuple[int, int, str, str]) -> str:
+    """``"150000px/w8"`` (``"150000px/w8/numpy"`` for another planner than XLA's, ``.../ops`` for
+    the TensorFlow-ops scan): a configuration's name."""
+    return (f"{config[0]}px/w{config[1]}" + ("" if config[2] == "xla" else f"/{config[2]}")
+            + ("" if config[3] == "compiled" else f"/{config[3]}"))
 
 
 def print_steps(preset: str, results: dict, peak: float, threads: int) -> None:
@@ -333,7 +340,8 @@ def measure_workers(args: argparse.Namespace) -> dict:
                                    seed=args.seed, progress=False)
         for preset in args.presets.split(","):
             for config in args.configs:
-                budget, window, _ = config  # the Horovod job plans with the default (XLA) planner
+                # the Horovod job plans with the default (XLA) planner and scans with the default kernel
+                budget, window, *_ = config
                 job = ["--task", "nhr", "--data", str(data), "--preset", preset, "--block", "2x2", "--height",
                        str(HEIGHT), "--batch-pixels", str(budget), "--sort-window", str(window),
                        "--epochs", str(args.epochs), "--seed", str(args.seed), "--quiet"]
@@ -434,11 +442,12 @@ def measure(args: argparse.Namespace) -> dict:
 def main(argv=None) -> int:
     parser = _harness.parser(__doc__, rounds=10)
     parser.add_argument("--presets", default="small,large", help="comma-separated recognizer presets")
-    parser.add_argument("--configs", type=parse_configs, default=[(MAIN_JOB_BATCH_PIXELS, 1, "xla"), (MAIN_JOB_BATCH_PIXELS, 8, "xla")],
-                        help="comma-separated BUDGET:WINDOW[:PLANNER] batchings (pixels per batch, width-sorting window "
-                             "in batches, 1 = random batches; packing planner xla|graph|numpy, default xla); "
-                             "the first is the base of the ratios "
-                             "(default 150000:1,150000:8)")
+    parser.add_argument("--configs", type=parse_configs,
+                        default=[(MAIN_JOB_BATCH_PIXELS, 1, "xla", "ops"), (MAIN_JOB_BATCH_PIXELS, 1, "xla", "compiled")],
+                        help="comma-separated BUDGET:WINDOW[:PLANNER[:SCAN]] configurations (pixels per batch, "
+                             "width-sorting window in batches, 1 = random batches; packing planner xla|graph|numpy, "
+                             "default xla; MDLSTM scan kernel compiled|ops, default compiled); the first is the base "
+                             "of the ratios (default 150000:1:xla:ops,150000:1)")
     parser.add_argument("--lines", type=int, default=330, help="synthetic training lines in the pool")
     parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
     parser.add_argument("--profile-repeats", type=int, default=5, help="repeats of each profiled part")

@@ -124,7 +124,6 @@ fi
 horovod_tf_libs=("$venv"/lib/python3*/site-packages/horovod/tensorflow/mpi_lib*.so)
 if [ "$build_horovod" = 0 ] && [ -f "${horovod_tf_libs[0]}" ]; then
   say "Horovod $horovod_version already built (mpi=$mpi)"
-  exit 0
 else
   [ -n "${cxx:-}" ] || cxx=$(find_compiler)
   if ! command -v cmake >/dev/null 2>&1 && [ ! -x "$venv/bin/cmake" ]; then
@@ -150,6 +149,10 @@ else
   "$venv/bin/python" -c 'import horovod.tensorflow' >>"$log" 2>&1 \
     || die "horovod.tensorflow does not import after the build (log: $log)"
   echo "$horovod_key" >"$horovod_stamp"
+  say "built: Horovod $horovod_version with $("$venv/bin/python" -m tfnhr.horovod_build 2>/dev/null)"
 fi
 
-say "built: Horovod $horovod_version with $("$venv/bin/python" -m tfnhr.horovod_build 2>/dev/null)"
+# ---- stage 4: the compiled MDLSTM scan (tfnhr.ops.scan_kernel; cached per source and CPU) ------
+[ -n "${cxx:-}" ] || cxx=$(find_compiler)
+CXX="$cxx" TF_CPP_MIN_LOG_LEVEL=3 "$venv/bin/python" -m tfnhr.ops.scan_kernel \
+  || die "the compiled MDLSTM scan did not build (see above)"

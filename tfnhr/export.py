@@ -149,16 +149,18 @@ class RecognizerExport(tf.Module):
 @contextlib.contextmanager
 def plain_planner(model: CtcModel) -> Iterator[None]:
     """Inside, the model's MDLSTMs plan packing in plain TensorFlow ops (``packing_planner="graph"``:
-    no XLA, which TF Serving refuses on CPU by default); their planners are restored on leaving."""
+    no XLA, which TF Serving refuses on CPU by default) and scan with TensorFlow ops
+    (``scan_kernel="ops"``: a SavedModel must not need tfnhr's compiled kernel library); their
+    settings are restored on leaving."""
     layers = [layer for layer in model._flatten_layers() if hasattr(layer, "packing_planner")]
-    previous = [layer.packing_planner for layer in layers]
+    previous = [(layer.packing_planner, layer.scan_kernel) for layer in layers]
     for layer in layers:
-        layer.packing_planner = "graph"
+        layer.packing_planner, layer.scan_kernel = "graph", "ops"
     try:
         yield
     finally:
-        for layer, planner in zip(layers, previous):
-            layer.packing_planner = planner
+        for layer, (planner, kernel) in zip(layers, previous):
+            layer.packing_planner, layer.scan_kernel = planner, kernel
 
 
 def next_version(out: Path) -> int:

@@ -37,17 +37,20 @@ def test_scan_flops_match_the_matmuls_of_the_scan(bench, units, channels):
     layer = MDLSTM2D(units)
     layer.build((None, None, None, channels))
     x = tf.zeros([1, 3, 4, channels])
-    _, _, _, weights, output_peephole = _loop_inputs(x, tf.ones([1, 3, 4]), layer._params(), in_loop=True)
+    _, _, _, weights, output_peephole = _loop_inputs(x, tf.ones([1, 3, 4]), layer._params(), in_loop=True, split=False)
     assert len(weights) == 2  # split matmuls: no zero block in the count
     per_cell = sum(2 * w.shape[1] * w.shape[2] for w in weights) + 2 * output_peephole.shape[1] * output_peephole.shape[2]
     directions, cells = weights[0].shape[0], 1234
     assert bench.scan_flops(units, channels, cells, directions) == pytest.approx(3 * per_cell * cells * directions)
 
 
-def test_configs_parse_budget_and_window(bench):
-    assert bench.parse_configs("150000:1,300000:8,90000,150000:1:numpy") == [
-        (150000, 1, "xla"), (300000, 8, "xla"), (90000, 1, "xla"), (150000, 1, "numpy")]
-    with pytest.raises(argparse.ArgumentTypeError, match="planner|PLANNER|xla"):
-        bench.parse_configs("150000:1:python")
-    assert bench.label((150000, 8, "xla")) == "150000px/w8"
-    assert bench.label((150000, 8, "numpy")) == "150000px/w8/numpy"
+def test_configs_parse_budget_window_planner_and_scan(bench):
+    assert bench.parse_configs("150000:1,300000:8,90000,150000:1:numpy,150000:1::ops") == [
+        (150000, 1, "xla", "compiled"), (300000, 8, "xla", "compiled"), (90000, 1, "xla", "compiled"),
+        (150000, 1, "numpy", "compiled"), (150000, 1, "xla", "ops")]
+    for bad in ("150000:1:python", "150000:1:xla:fast", "150000:1:xla:ops:x"):
+        with pytest.raises(argparse.ArgumentTypeError, match="BUDGET"):
+            bench.parse_configs(bad)
+    assert bench.label((150000, 8, "xla", "compiled")) == "150000px/w8"
+    assert bench.label((150000, 8, "numpy", "compiled")) == "150000px/w8/numpy"
+    assert bench.label((150000, 1, "xla", "ops")) == "150000px/w1/ops"

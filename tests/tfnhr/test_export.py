@@ -78,11 +78,20 @@ def exported(tmp_path_factory):
     return {"root": root, "model": model, "export": root / "served" / "1", "exact": exact, "scaled": scaled}
 
 
-def test_export_leaves_the_models_planner_as_it_was(exported, tmp_path):
+def test_export_leaves_the_models_planner_and_scan_as_they_were(exported, tmp_path):
     model = exported["model"]
-    planners = {layer.packing_planner for layer in model.mdlstms}
+    settings = {(layer.packing_planner, layer.scan_kernel) for layer in model.mdlstms}
     export_recognizer(model, tmp_path / "again")
-    assert {layer.packing_planner for layer in model.mdlstms} == planners == {"xla"}
+    assert {(layer.packing_planner, layer.scan_kernel) for layer in model.mdlstms} == settings == {("xla", "auto")}
+
+
+def test_export_needs_no_compiled_kernel(exported):
+    """The training model scans with the compiled C++ ops; the SavedModel must not: TF Serving
+    does not have tfnhr's kernel library."""
+    assert {layer.scan_kernel_mode() for layer in exported["model"].mdlstms} == {"compiled"}
+    graph = (exported["export"] / "saved_model.pb").read_bytes()
+    assert b"MDLSTM" in graph or b"mdlstm" in graph  # the layers are in there
+    assert b"TfnhrMdlstmScan" not in graph
 
 
 def test_export_folder_is_tf_serving_layout_and_versions_count_up(exported):

@@ -42,10 +42,12 @@ for, an empty batch or a zero-size image, wherever those sizes are known (always
 inside ``tf.function`` for static dimensions).  Sizes that are only known when a graph runs
 cannot raise a Python ``ValueError``; the packing planner then raises a TensorFlow error.
 
-Speed (benchmarks/mdlstm_speed.py, one CPU thread): the dense computation runs as one
-``tf.function`` with ``jit_compile`` (XLA) by default for dense input: 1.1-1.8x faster than
-without, at 1-5 s of compilation per new input shape; ragged input (whose packed canvases
-change shape from batch to batch) runs without XLA.  Two process settings, which have to be in
+Speed (benchmarks/mdlstm_speed.py, one CPU thread): by default (``scan_kernel="auto"``) the
+loop over skewed columns runs as two compiled C++ ops, forward and backward
+(:mod:`tfnhr.ops.scan_kernel`), on CPU-only hosts where the kernel builds; otherwise it is a
+``tf.while_loop`` of TensorFlow ops, compiled with XLA (``jit_compile``) for dense input
+(1.1-1.8x faster than without, at 1-5 s of compilation per new input shape) and not for ragged
+input (whose packed canvases change shape from batch to batch).  Two process settings, which have to be in
 the environment before TensorFlow starts, speed it up further: ``TF_CPU_ALLOCATOR_USE_BFC=true``
 (keeps large blocks instead of page-faulting them in again every step) and
 ``XLA_FLAGS=--xla_cpu_use_thunk_runtime=false``.
@@ -60,18 +62,36 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+import warnings
+
 from tfnhr.choices import CELLS, PACKING_MODES
 from tfnhr.layers.mdlstm_cells import CELL_TYPES
 from tfnhr.layers.mdlstm_scan import MDLSTMParams, mdlstm_dense, mdlstm_dense_memory
+from tfnhr.ops.scan_kernel import scan_ops, unavailable_reason
 from tfnhr.ops.packing import PLANNERS, image_sizes_tensor, pack_ragged_graph, pad_batch, unpack, unpad_batch
 
 INPUT_PROJECTIONS = ("auto", "precompute", "in_loop")
+SCAN_KERNELS = ("auto", "compiled", "ops")
+"""``scan_kernel`` choices: the compiled C++ scan, the TensorFlow-ops scan, or ``"auto"``."""
 IN_LOOP_MAX_CHANNELS = 32
 """Without XLA, ``input_projection="auto"`` feeds the raw input into the loop when ``C_in`` is
 at most this, and precomputes the input projection otherwise; under XLA it always feeds the
 raw input (measured with benchmarks/mdlstm_speed.py and the same layer at C_in 32, 64, 128:
 with XLA the in-loop variant was faster for every C_in tried, 4 to 128; without XLA the
 precomputed projection was as fast or faster from C_in = 64 on)."""
+
+
+@functools.cache
+def _auto_scan_kernel() -> str:
+    """``scan_kernel="auto"`` on this host: ``"compiled"``, or ``"ops"`` when a GPU is visible
+    or the kernel cannot be built (then with one warning per process)."""
+    if tf.config.list_physical_devices("GPU"):
+        return "ops"
+    reason = unavailable_reason()
+    if reason is not None:
+        warnings.warn(f"MDLSTM2D uses the slower TensorFlow-ops scan: {reason}", stacklevel=3)
+        return "ops"
+    return "compiled"
 
 
 @keras.saving.register_keras_serializable(package="tfnhr")
@@ -87,10 +107,17 @@ class MDLSTM2D(keras.layers.Layer):
       input_projection: ``"precompute"`` (``x @ W`` for all cells before the loop),
         ``"in_loop"`` (raw input enters the loop's matmul) or ``"auto"`` (``in_loop`` under
         XLA, else for ``C_in <= IN_LOOP_MAX_CHANNELS``).
-      jit_compile: compile the dense computation with XLA (``True``/``False``); ``"auto"``
-        uses XLA for dense input and not for ragged input (whose canvas sizes change from batch
-        to batch, and every new size costs an XLA compilation).  Use ``False`` for dense
-        batches of many different shapes.
+      jit_compile: compile the dense computation of the TensorFlow-ops scan with XLA
+        (``True``/``False``); ``"auto"`` uses XLA for dense input and not for ragged input
+        (whose canvas sizes change from batch to batch, and every new size costs an XLA
+        compilation).  Use ``False`` for dense batches of many different shapes.  ``True``
+        always runs the TensorFlow-ops scan (XLA cannot compile the C++ ops).
+      scan_kernel: ``"compiled"``: the loop over columns as two C++ ops
+        (:mod:`tfnhr.ops.scan_kernel`, CPU only; ``KernelUnavailable`` if it cannot be built);
+        ``"ops"``: a ``tf.while_loop`` of TensorFlow ops (any device, XLA, exportable without
+        the kernel library: ``tfnhr export`` sets it); ``"auto"`` (default): ``"compiled"`` on
+        hosts without a visible GPU where the kernel builds, else ``"ops"`` (with a warning
+        when the kernel does not build).  Both give the same numbers (to rounding).
       packing_max_width: row width for example packing (``plan_packing``'s ``max_width``;
         ``None``: the widest example of the batch).
       packing_height_step: ``plan_packing``'s ``height_step``: packing rows bucket examples by
@@ -116,6 +143,7 @@ class MDLSTM2D(keras.layers.Layer):
         packing_max_width: int | None = None,
         packing_height_step: int = 1,
         packing_planner: str = "xla",
+        scan_kernel: str = "auto",
         **kwargs,
     ):
         kwargs.pop("autocast", None)
@@ -136,6 +164,11 @@ class MDLSTM2D(keras.layers.Layer):
             )
         if jit_compile not in (True, False, "auto"):
             raise ValueError(f"jit_compile must be True, False or 'auto', got {jit_compile!r}")
+        if scan_kernel not in SCAN_KERNELS:
+            raise ValueError(f"scan_kernel must be one of {SCAN_KERNELS}, got {scan_kernel!r}")
+        if scan_kernel == "compiled" and jit_compile is True:
+            raise ValueError("scan_kernel='compiled' cannot run under XLA: use jit_compile=False "
+                             "or 'auto', or scan_kernel='ops'")
         if packing_max_width is not None and (
             int(packing_max_width) != packing_max_width or packing_max_width < 1
         ):
@@ -159,6 +192,9 @@ class MDLSTM2D(keras.layers.Layer):
         if packing_planner not in PLANNERS:
             raise ValueError(f"packing_planner must be one of {PLANNERS}, got {packing_planner!r}")
         self.packing_planner = packing_planner
+        self.scan_kernel = scan_kernel
+        # Keras must not compile a whole training step with XLA around the C++ scan.
+        self.supports_jit = scan_kernel == "ops"
         self.supports_masking = True
         self._cell = CELL_TYPES[cell]
         self._seed_generator = keras.random.SeedGenerator() if dropout else None
@@ -192,18 +228,29 @@ class MDLSTM2D(keras.layers.Layer):
         self.bias = weight("bias", (d, g), None)
         self._channels = channels
         self._dense_fns = {
-            jit: tf.function(
+            (kernel, jit): tf.function(
                 functools.partial(
                     mdlstm_dense, cell=cell, in_loop=self.input_projection_mode(jit) == "in_loop",
-                    stack_residuals=jit,
+                    stack_residuals=jit, kernel=kernel,
                 ),
                 jit_compile=jit, reduce_retracing=True,
             )
-            for jit in (False, True)
+            for kernel, jit in (("ops", False), ("ops", True), ("compiled", False))
         }
         self._memory_fn = tf.function(
             functools.partial(mdlstm_dense_memory, cell=cell), reduce_retracing=True
         )
+
+    def scan_kernel_mode(self) -> str:
+        """The scan used without XLA: ``"compiled"`` or ``"ops"`` (``"auto"`` resolved).
+
+        Raises:
+          KernelUnavailable: ``scan_kernel="compiled"`` and the kernel cannot be built here.
+        """
+        if self.scan_kernel == "compiled":
+            scan_ops()
+            return "compiled"
+        return "ops" if self.scan_kernel == "ops" else _auto_scan_kernel()
 
     def input_projection_mode(self, jit: bool) -> str:
         """The input projection used with or without XLA: ``"in_loop"`` or ``"precompute"``
@@ -256,7 +303,8 @@ class MDLSTM2D(keras.layers.Layer):
         if isinstance(inputs, tf.RaggedTensor):
             return self._call_ragged(inputs, mask, training)
         x, valid = self._check_dense(inputs, mask)
-        return self._run(x, valid, training, jit=self.jit_compile is not False)
+        kernel = "ops" if self.jit_compile is True else self.scan_kernel_mode()
+        return self._run(x, valid, training, kernel, jit=kernel == "ops" and bool(self.jit_compile))
 
     def _call_ragged(self, images: tf.RaggedTensor, mask, training) -> tf.RaggedTensor:
         """Ragged ``[B, (H), (W), C]`` -> ragged ``[B, (H), (W), D * u]``, via a packed or padded
@@ -268,19 +316,21 @@ class MDLSTM2D(keras.layers.Layer):
         if tf.executing_eagerly() and tf.size(sizes) and tf.reduce_min(sizes) == 0:
             raise ValueError("MDLSTM2D got a zero-size example in a ragged batch")
         jit = self.jit_compile is True
+        kernel = "ops" if jit else self.scan_kernel_mode()
         if self.packing == "examples":
             canvas, valid, indices = pack_ragged_graph(
                 images, self.packing_max_width, height_step=self.packing_height_step,
                 planner=self.packing_planner)
-            return unpack(self._run(canvas, valid, training, jit), indices)
+            return unpack(self._run(canvas, valid, training, kernel, jit), indices)
         padded, valid = pad_batch(images)
         self._check_shape(padded.shape)
-        return unpad_batch(self._run(padded, valid, training, jit), sizes)
+        return unpad_batch(self._run(padded, valid, training, kernel, jit), sizes)
 
-    def _run(self, x, valid, training, jit: bool) -> tf.Tensor:
-        """The dense computation on ``x`` ``[B, H, W, C]`` with 0/1 or bool ``valid``."""
+    def _run(self, x, valid, training, kernel: str, jit: bool) -> tf.Tensor:
+        """The dense computation on ``x`` ``[B, H, W, C]`` with 0/1 or bool ``valid``, by the
+        ``kernel`` scan, with XLA if ``jit`` (``"ops"`` only)."""
         x = tf.cast(x, self.variable_dtype)
-        out = self._dense_fns[jit](x, tf.cast(valid, x.dtype), self._params())
+        out = self._dense_fns[kernel, jit](x, tf.cast(valid, x.dtype), self._params())
         if training and self.dropout:
             out = keras.random.dropout(out, self.dropout, seed=self._seed_generator)
         return tf.cast(out, self.compute_dtype)
@@ -334,4 +384,5 @@ class MDLSTM2D(keras.layers.Layer):
             "packing_max_width": self.packing_max_width,
             "packing_height_step": self.packing_height_step,
             "packing_planner": self.packing_planner,
+            "scan_kernel": self.scan_kernel,
         }

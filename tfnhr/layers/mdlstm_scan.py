@@ -43,6 +43,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from tfnhr.layers.mdlstm_cells import CellType
+from tfnhr.ops.scan_kernel import scan_ops
 from tfnhr.ops.skew import skew, skew_mask, unskew
 
 SPLIT_MIN_UNITS = 8
@@ -75,6 +76,7 @@ def mdlstm_dense(
     cell: CellType,
     in_loop: bool,
     stack_residuals: bool,
+    kernel: str = "ops",
 ) -> tf.Tensor:
     """Multi-directional MDLSTM over a dense batch.
 
@@ -86,12 +88,18 @@ def mdlstm_dense(
       cell: the cell type.
       in_loop: feed the raw input into the loop's matmul (else precompute ``x @ W + b``).
       stack_residuals: see :func:`skewed_scan` (True under XLA).
+      kernel: ``"ops"``: :func:`skewed_scan` (TensorFlow ops, XLA-compilable); ``"compiled"``:
+        :func:`compiled_scan` (the C++ ops of :mod:`tfnhr.ops.scan_kernel`; not under XLA).
     Returns:
       ``[B, H, W, D * u]``, directions concatenated in order, each in the input orientation;
       zero at invalid cells.
     """
-    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, in_loop)
-    h_all = skewed_scan(cols, mask_cols, up_mask, weights, vo, cell, in_loop, stack_residuals)
+    compiled = kernel == "compiled"
+    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, in_loop, compiled)
+    if compiled:
+        h_all = compiled_scan(cols, mask_cols, up_mask, weights, vo, cell, in_loop)
+    else:
+        h_all = skewed_scan(cols, mask_cols, up_mask, weights, vo, cell, in_loop, stack_residuals)
     return _from_columns(h_all, tf.shape(x))
 
 
@@ -99,15 +107,16 @@ def mdlstm_dense_memory(
     x: tf.Tensor, mask: tf.Tensor, params: MDLSTMParams, cell: CellType
 ) -> tf.Tensor:
     """The memory states ``s`` of :func:`mdlstm_dense` in its output layout (no gradient)."""
-    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, in_loop=True)
+    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, True, False)
     _, s_ta, _, _ = _forward(cols, mask_cols, up_mask, weights, vo, cell, in_loop=True)
     return _from_columns(s_ta.stack(), tf.shape(x))
 
 
-def _loop_inputs(x, mask, params: MDLSTMParams, in_loop: bool):
+def _loop_inputs(x, mask, params: MDLSTMParams, in_loop: bool, split: bool):
     """The arguments of :func:`skewed_scan`: columns ``[T, D, K_x, N]``, mask
     ``[T, D, 1, N]``, the upper-neighbour mask ``[N]``, the loop matmul's transposed weights
-    (one or two, see there) and the transposed output peephole ``[D, Q, u]``."""
+    (one or two, see there; always two when ``split``) and the transposed output peephole
+    ``[D, Q, u]``."""
     directions = params.kernel.shape[0]
     shape = tf.shape(x)
     if in_loop:
@@ -125,7 +134,7 @@ def _loop_inputs(x, mask, params: MDLSTMParams, in_loop: bool):
         rows = params.recurrent
     # rows [D, K - 2u, G] over [(x; 1;) h1; h2], peephole [D, 2u, P] over [s1; s2]
     gates, peep = rows.shape[2], params.peephole.shape[2]
-    if params.output_peephole.shape[1] >= SPLIT_MIN_UNITS:
+    if split or params.output_peephole.shape[1] >= SPLIT_MIN_UNITS:
         weights = (
             tf.concat([rows[:, :, :peep], params.peephole], axis=1),  # [D, K, P]
             rows[:, :, peep:],  # [D, K - 2u, G - P]
@@ -216,6 +225,40 @@ def skewed_scan(
                 dh_all, xin, mask, up_mask, weights, vo, h_all, *residuals, cell, in_loop
             )
             return (dxin, dvo, *dweights)
+
+        return h_all, grad
+
+    return scan(xin, output_peephole, *weights)
+
+
+def compiled_scan(
+    xin: tf.Tensor,
+    mask: tf.Tensor,
+    up_mask: tf.Tensor,
+    weights: tuple[tf.Tensor, tf.Tensor],
+    output_peephole: tf.Tensor,
+    cell: CellType,
+    in_loop: bool,
+) -> tf.Tensor:
+    """:func:`skewed_scan` as two compiled ops (:mod:`tfnhr.ops.scan_kernel`): the loop over
+    columns, forward and backward, runs in C++.  Same arguments and result, except that
+    ``weights`` must be the split pair ``([D, P, K], [D, G - P, K - 2u])``.
+
+    Raises:
+      KernelUnavailable: the kernel cannot be built or loaded on this machine.
+    """
+    ops = scan_ops()
+    attrs = {"cell": cell.name, "in_loop": in_loop}
+
+    @tf.custom_gradient
+    def scan(xin, vo, w_top, w_bot):
+        h_all, s_all, acts = ops.tfnhr_mdlstm_scan_forward(
+            xin, mask, up_mask, w_top, w_bot, vo, **attrs)
+
+        def grad(dh_all):
+            dxin, dvo, dw_top, dw_bot = ops.tfnhr_mdlstm_scan_backward(
+                dh_all, xin, mask, up_mask, w_top, w_bot, vo, h_all, s_all, acts, **attrs)
+            return dxin, dvo, dw_top, dw_bot
 
         return h_all, grad
 

@@ -11,6 +11,7 @@ from tests.helpers.mdlstm_reference import reference_mdlstm
 from tfnhr.layers.mdlstm import MDLSTM2D
 
 CELLS = ("leaky_lp", "leaky_lp_new_state", "lstm")
+SCAN_KERNELS = ("compiled", "ops")
 
 
 def make_layer(units=3, channels=2, scale=0.7, seed=0, **kwargs) -> MDLSTM2D:
@@ -32,13 +33,15 @@ def rand(shape, seed=1, scale=1.0, dtype=np.float32):
 # ------------------------------------------------------------------ reference
 
 
+@pytest.mark.parametrize("kernel", SCAN_KERNELS)
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize(  # units >= SPLIT_MIN_UNITS: peephole gates in their own matmul
     "directions,projection,units",
     [(1, "auto", 3), (2, "auto", 9), (4, "in_loop", 3), (4, "precompute", 9)],
 )
-def test_matches_naive_reference(cell, directions, projection, units):
-    layer = make_layer(units=units, cell=cell, directions=directions, input_projection=projection)
+def test_matches_naive_reference(cell, directions, projection, units, kernel):
+    layer = make_layer(units=units, cell=cell, directions=directions, input_projection=projection,
+                       scan_kernel=kernel)
     for k, (h, w) in enumerate([(1, 5), (4, 1), (3, 4)]):
         x = rand((2, h, w, 2), seed=k)
         mask = np.random.default_rng(k).random((2, h, w)) > 0.3 if k != 1 else None
@@ -158,13 +161,14 @@ def test_lstm_state_is_unbounded():
 # ------------------------------------------------------------------ gradients
 
 
+@pytest.mark.parametrize("kernel", SCAN_KERNELS)
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("projection,units", [("in_loop", 2), ("precompute", 8)])
-def test_gradient_matches_finite_differences(cell, projection, units):
+def test_gradient_matches_finite_differences(cell, projection, units, kernel):
     """Directional derivatives (float64, central differences) of a random projection of the
     output, w.r.t. the input and every weight, along random directions."""
     layer = make_layer(units=units, directions=4, cell=cell, input_projection=projection,
-                       dtype="float64")
+                       dtype="float64", scan_kernel=kernel)
     x = tf.constant(rand((2, 3, 4, 2), dtype=np.float64))
     mask = np.random.default_rng(3).random((2, 3, 4)) > 0.2
     probe = tf.constant(rand((2, 3, 4, 4 * units), seed=4, dtype=np.float64))
@@ -199,9 +203,10 @@ def test_gradient_matches_finite_differences(cell, projection, units):
 
 def test_config_round_trip_and_save_load(tmp_path):
     layer = make_layer(directions=2, cell="lstm", dropout=0.25, input_projection="precompute",
-                       packing_height_step=8)
+                       packing_height_step=8, scan_kernel="ops")
     config = layer.get_config()
     assert config["packing_height_step"] == 8
+    assert config["scan_kernel"] == "ops"
     clone = MDLSTM2D.from_config(config)
     assert clone.get_config() == config
     inputs = keras.Input((None, None, 2))
@@ -232,6 +237,7 @@ def test_invalid_inputs_raise_value_error():
         {"units": 2, "input_projection": "x"}, {"units": 2, "jit_compile": "yes"},
         {"units": 2, "packing_max_width": 0}, {"units": 2, "packing_height_step": 0},
         {"units": 2, "packing_height_step": 2.5}, {"units": 2, "packing_height_step": True},
+        {"units": 2, "scan_kernel": "fast"}, {"units": 2, "scan_kernel": "compiled", "jit_compile": True},
     ]:
         with pytest.raises(ValueError):
             MDLSTM2D(**kwargs)

@@ -1,0 +1,128 @@
+"""The compiled MDLSTM scan (tfnhr.ops.scan_kernel) against the TensorFlow-ops scan, and how it
+is built, chosen and left out of exports.
+
+The layer-level references (a NumPy loop, finite differences, packed == padded == one at a
+time) run on the compiled kernel too: see test_mdlstm.py, parametrized over both kernels.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.helpers.ragged import ragged_stack
+from tfnhr.layers import mdlstm as mdlstm_module
+from tfnhr.layers.mdlstm import MDLSTM2D
+from tfnhr.layers.mdlstm_cells import CELL_TYPES
+from tfnhr.layers.mdlstm_scan import MDLSTMParams, mdlstm_dense
+from tfnhr.ops import scan_kernel
+
+
+def _params(rng, cell, directions, channels, units, dtype):
+    gates = 5 * units
+    shapes = [(directions, channels, gates), (directions, gates), (directions, 2 * units, gates),
+              (directions, 2 * units, cell.peephole_gates * units),
+              (directions, units, cell.output_gates * units)]
+    return MDLSTMParams(*(tf.constant(rng.normal(size=shape) * 0.6, dtype) for shape in shapes))
+
+
+def _value_and_gradients(kernel, x, mask, params, cell, in_loop, probe):
+    with tf.GradientTape() as tape:
+        tape.watch([x, *params])
+        out = mdlstm_dense(x, mask, params, cell, in_loop, False, kernel=kernel)
+        loss = tf.reduce_sum(out * probe)
+    return [out, *tape.gradient(loss, [x, *params])]
+
+
+@pytest.mark.parametrize("cell_name", sorted(CELL_TYPES))
+@pytest.mark.parametrize("in_loop", [True, False])
+@pytest.mark.parametrize("directions,units", [(1, 2), (2, 9), (4, 3)])
+def test_compiled_scan_equals_ops_scan_values_and_gradients(cell_name, in_loop, directions, units):
+    """float64, invalid cells inside the images: outputs and the gradients w.r.t. the input
+    and all five weight tensors agree to rounding."""
+    cell = CELL_TYPES[cell_name]
+    rng = np.random.default_rng(units * 10 + directions)
+    x = tf.constant(rng.normal(size=(3, 4, 6, 5)), tf.float64)
+    mask = tf.constant(rng.random((3, 4, 6)) > 0.25, tf.float64)
+    params = _params(rng, cell, directions, 5, units, tf.float64)
+    probe = tf.constant(rng.normal(size=(3, 4, 6, directions * units)), tf.float64)
+    ops = _value_and_gradients("ops", x, mask, params, cell, in_loop, probe)
+    compiled = _value_and_gradients("compiled", x, mask, params, cell, in_loop, probe)
+    for reference, value in zip(ops, compiled):
+        assert float(tf.reduce_max(tf.abs(reference))) > 0.0
+        np.testing.assert_allclose(value.numpy(), reference.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_layer_kernels_agree_on_a_packed_ragged_batch_in_float32():
+    rng = np.random.default_rng(3)
+    images = ragged_stack([rng.normal(size=(h, w, 2)).astype(np.float32) for h, w in [(3, 7), (5, 2), (1, 9), (4, 4)]])
+    results = []
+    for kernel in ("compiled", "ops"):
+        layer = MDLSTM2D(4, scan_kernel=kernel, jit_compile=False, name=f"mdlstm_{kernel}")
+        layer.build((None, None, None, 2))
+        rng = np.random.default_rng(0)
+        for variable in layer.weights:
+            variable.assign(rng.normal(size=variable.shape) * 0.5)
+        with tf.GradientTape() as tape:
+            tape.watch(images.flat_values)
+            out = layer(images)
+            loss = tf.reduce_sum(out.flat_values ** 2)
+        results.append([out.flat_values, *tape.gradient(loss, [images.flat_values, *layer.weights])])
+    for value, reference in zip(*results):
+        np.testing.assert_allclose(value.numpy(), reference.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_auto_picks_the_compiled_kernel_on_a_cpu_host():
+    assert not tf.config.list_physical_devices("GPU")
+    assert MDLSTM2D(2).scan_kernel_mode() == "compiled"
+    assert MDLSTM2D(2, scan_kernel="ops").scan_kernel_mode() == "ops"
+    assert MDLSTM2D(2, scan_kernel="ops").supports_jit
+    assert not MDLSTM2D(2).supports_jit  # Keras must not wrap the C++ ops in XLA
+
+
+def test_auto_falls_back_to_ops_with_one_warning(monkeypatch):
+    monkeypatch.setattr(mdlstm_module, "unavailable_reason", lambda: "no C++ compiler 'x' on PATH")
+    mdlstm_module._auto_scan_kernel.cache_clear()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert MDLSTM2D(2).scan_kernel_mode() == "ops"
+            assert MDLSTM2D(3).scan_kernel_mode() == "ops"
+        messages = [str(w.message) for w in caught]
+        assert messages == ["MDLSTM2D uses the slower TensorFlow-ops scan: no C++ compiler 'x' on PATH"]
+    finally:
+        mdlstm_module._auto_scan_kernel.cache_clear()
+
+
+def test_build_without_compiler_is_one_line_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("TFNHR_KERNEL_DIR", str(tmp_path))
+    monkeypatch.setenv("CXX", "no-such-compiler-tfnhr")
+    with pytest.raises(scan_kernel.KernelUnavailable, match=r"^no C\+\+ compiler 'no-such-compiler-tfnhr'"):
+        scan_kernel.build(verbose=False)
+    assert not any(tmp_path.iterdir())
+
+
+def test_failed_compilation_names_the_first_error_and_leaves_no_file(monkeypatch, tmp_path):
+    broken = tmp_path / "broken.cc"
+    broken.write_text("int main() { return undefined_name; }\n")
+    monkeypatch.setattr(scan_kernel, "SOURCE", broken)
+    monkeypatch.setenv("TFNHR_KERNEL_DIR", str(tmp_path / "cache"))
+    with pytest.raises(scan_kernel.KernelUnavailable) as raised:
+        scan_kernel.build(verbose=False)
+    message = str(raised.value)
+    assert message.startswith("compiling broken.cc failed:") and "undefined_name" in message
+    assert "\n" not in message
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_library_name_follows_source_and_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("TFNHR_KERNEL_DIR", str(tmp_path))
+    first = scan_kernel.library_path()
+    assert first.parent == tmp_path and first.name.startswith("mdlstm_scan-")
+    changed = tmp_path / "changed.cc"
+    changed.write_bytes(scan_kernel.SOURCE.read_bytes() + b"\n// changed\n")
+    monkeypatch.setattr(scan_kernel, "SOURCE", changed)
+    assert scan_kernel.library_path() != first
