@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import keras
 import numpy as np
@@ -81,10 +82,23 @@ with XLA the in-loop variant was faster for every C_in tried, 4 to 128; without 
 precomputed projection was as fast or faster from C_in = 64 on)."""
 
 
+SCAN_KERNEL_ENV = "TFNHR_SCAN_KERNEL"
+"""Environment variable that decides ``scan_kernel="auto"`` for a whole process (and its Horovod
+workers): ``compiled`` or ``ops``."""
+
+
 @functools.cache
 def _auto_scan_kernel() -> str:
-    """``scan_kernel="auto"`` on this host: ``"compiled"``, or ``"ops"`` when a GPU is visible
-    or the kernel cannot be built (then with one warning per process)."""
+    """``scan_kernel="auto"`` in this process: ``$TFNHR_SCAN_KERNEL`` if set, else
+    ``"compiled"``, or ``"ops"`` when a GPU is visible or the kernel cannot be built (then with
+    one warning per process)."""
+    chosen = os.environ.get(SCAN_KERNEL_ENV)
+    if chosen:
+        if chosen not in ("compiled", "ops"):
+            raise ValueError(f"{SCAN_KERNEL_ENV} must be 'compiled' or 'ops', not {chosen!r}")
+        if chosen == "compiled":
+            scan_ops()
+        return chosen
     if tf.config.list_physical_devices("GPU"):
         return "ops"
     reason = unavailable_reason()
@@ -115,9 +129,11 @@ class MDLSTM2D(keras.layers.Layer):
       scan_kernel: ``"compiled"``: the loop over columns as two C++ ops
         (:mod:`tfnhr.ops.scan_kernel`, CPU only; ``KernelUnavailable`` if it cannot be built);
         ``"ops"``: a ``tf.while_loop`` of TensorFlow ops (any device, XLA, exportable without
-        the kernel library: ``tfnhr export`` sets it); ``"auto"`` (default): ``"compiled"`` on
-        hosts without a visible GPU where the kernel builds, else ``"ops"`` (with a warning
-        when the kernel does not build).  Both give the same numbers (to rounding).
+        the kernel library: ``tfnhr export`` sets it); ``"auto"`` (default): what the
+        environment variable ``TFNHR_SCAN_KERNEL`` says (``compiled`` or ``ops``) if set, else
+        ``"compiled"`` on hosts without a visible GPU where the kernel builds, else ``"ops"``
+        (with a warning when the kernel does not build).  Both give the same numbers (to
+        rounding).
       packing_max_width: row width for example packing (``plan_packing``'s ``max_width``;
         ``None``: the widest example of the batch).
       packing_height_step: ``plan_packing``'s ``height_step``: packing rows bucket examples by

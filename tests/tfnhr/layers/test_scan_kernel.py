@@ -126,3 +126,18 @@ def test_library_name_follows_source_and_cache_dir(monkeypatch, tmp_path):
     changed.write_bytes(scan_kernel.SOURCE.read_bytes() + b"\n// changed\n")
     monkeypatch.setattr(scan_kernel, "SOURCE", changed)
     assert scan_kernel.library_path() != first
+
+
+def test_environment_decides_auto_for_the_process(monkeypatch):
+    try:
+        for chosen in ("ops", "compiled"):
+            monkeypatch.setenv("TFNHR_SCAN_KERNEL", chosen)
+            mdlstm_module._auto_scan_kernel.cache_clear()
+            assert MDLSTM2D(2).scan_kernel_mode() == chosen
+            assert MDLSTM2D(2, scan_kernel="ops").scan_kernel_mode() == "ops"  # explicit wins
+        monkeypatch.setenv("TFNHR_SCAN_KERNEL", "fast")
+        mdlstm_module._auto_scan_kernel.cache_clear()
+        with pytest.raises(ValueError, match="TFNHR_SCAN_KERNEL must be 'compiled' or 'ops', not 'fast'"):
+            MDLSTM2D(2).scan_kernel_mode()
+    finally:
+        mdlstm_module._auto_scan_kernel.cache_clear()
