@@ -40,6 +40,7 @@ each budget: median epoch training seconds after the first epoch, validation exc
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -73,6 +74,14 @@ def parse_configs(text: str) -> list[tuple[int, int, str, str]]:
                 f"expected BUDGET[:WINDOW[:xla|graph|numpy[:compiled|ops]]], got {part!r}")
         configs.append((int(fields[0]), int(fields[1]) if len(fields) > 1 and fields[1] else 1, planner, kernel))
     return configs
+
+
+def parse_kernels(text: str) -> list[str]:
+    """``"ops,compiled"`` -> ``["ops", "compiled"]`` (MDLSTM scan kernels)."""
+    kernels = text.split(",")
+    if not kernels or any(kernel not in ("compiled", "ops") for kernel in kernels):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of compiled, ops; got {text!r}")
+    return kernels
 
 
 def synthetic_lines(count: int, seed: int):
@@ -345,42 +354,50 @@ def measure_workers(args: argparse.Namespace) -> dict:
                 job = ["--task", "nhr", "--data", str(data), "--preset", preset, "--block", "2x2", "--height",
                        str(HEIGHT), "--batch-pixels", str(budget), "--sort-window", str(window),
                        "--epochs", str(args.epochs), "--seed", str(args.seed), "--quiet"]
-                for workers, threads in runs:
-                    name = f"{preset} {label(config)} {workers}x{threads}"
+                for (workers, threads), kernel in itertools.product(runs, args.scan_kernels):
+                    name = f"{preset} {label(config)} {workers}x{threads} {kernel}"
                     folder = root / name.replace(" ", "_").replace("/", "_")
                     folder.mkdir()
-                    run_env = {**env, "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": str(threads)}
+                    run_env = {**env, "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": str(threads),
+                               "TFNHR_SCAN_KERNEL": kernel}
                     started = time.monotonic()
                     seconds = horovod_scaling.launch(workers, [*job, "--out", str(folder / "out")], run_env, folder,
                                                      pin_cores=args.pin and threads == 1)
                     steady = statistics.median(seconds[1:])
                     report["runs"][name] = {"preset": preset, "batch_pixels": budget, "sort_window": window,
+                                            "scan_kernel": kernel,
                                             "workers": workers, "threads": threads, "epoch_train_seconds": seconds,
                                             "lines_per_second": args.train_lines / steady,
                                             "job_seconds": time.monotonic() - started}
-                    print(f"{name:28s} {args.train_lines / steady:7.1f} lines/s  (epochs "
+                    print(f"{name:37s} {args.train_lines / steady:7.1f} lines/s  (epochs "
                           f"{', '.join(f'{s:.1f}' for s in seconds)} s)", flush=True)
     print_workers(report["runs"])
     return report
 
 
 def print_workers(runs: dict) -> None:
-    print(f"\n{'run':28s} {'lines/s':>8s} {'vs 1x1':>7s}")
+    print(f"\n{'run':37s} {'lines/s':>8s} {'vs 1x1':>7s}")
     base = {}
     for name, run in runs.items():
-        key = (run["preset"], run["batch_pixels"], run["sort_window"])
+        key = (run["preset"], run["batch_pixels"], run["sort_window"], run["scan_kernel"])
         if (run["workers"], run["threads"]) == (1, 1):
             base[key] = run["lines_per_second"]
         ratio = run["lines_per_second"] / base[key] if key in base else float("nan")
-        print(f"{name:28s} {run['lines_per_second']:8.1f} {ratio:6.2f}x")
+        print(f"{name:37s} {run['lines_per_second']:8.1f} {ratio:6.2f}x")
     one_process = [run for run in runs.values() if run["workers"] == 1 and run["threads"] > 1]
     many_workers = [run for run in runs.values() if run["workers"] > 1 and run["threads"] == 1]
     if one_process and many_workers:
-        before, after = one_process[0], many_workers[-1]
-        print(f"\none process x {before['threads']} threads with {before['batch_pixels']}px/w{before['sort_window']} "
-              f"(tfnhr train before --threads) -> {after['workers']} workers x 1 thread with "
-              f"{after['batch_pixels']}px/w{after['sort_window']}: {before['lines_per_second']:.1f} -> "
-              f"{after['lines_per_second']:.1f} lines/s = {after['lines_per_second'] / before['lines_per_second']:.2f}x")
+        before, after = one_process[_ops_first(one_process)], many_workers[-1]
+        print(f"\none process x {before['threads']} threads, {before['batch_pixels']}px/w{before['sort_window']}, "
+              f"{before['scan_kernel']} scan (tfnhr train before --threads) -> {after['workers']} workers x 1 thread, "
+              f"{after['batch_pixels']}px/w{after['sort_window']}, {after['scan_kernel']} scan: "
+              f"{before['lines_per_second']:.1f} -> {after['lines_per_second']:.1f} lines/s = "
+              f"{after['lines_per_second'] / before['lines_per_second']:.2f}x")
+
+
+def _ops_first(runs: list[dict]) -> int:
+    """Index of the first run with the TensorFlow-ops scan (the set-up before the compiled one)."""
+    return next((i for i, run in enumerate(runs) if run["scan_kernel"] == "ops"), 0)
 
 
 IAM_HEIGHT = 128
@@ -460,6 +477,9 @@ def main(argv=None) -> int:
                              "them, as the main job does)")
     parser.add_argument("--train-lines", type=int, default=600, help="--workers: training lines per epoch")
     parser.add_argument("--epochs", type=int, default=4, help="--workers: epochs per run (the first is not counted)")
+    parser.add_argument("--scan-kernels", type=parse_kernels, default=["compiled"],
+                        help="--workers: comma-separated MDLSTM scan kernels to run every layout with "
+                             "(compiled, ops; set through TFNHR_SCAN_KERNEL; default compiled)")
     parser.add_argument("--memory", action="store_true",
                         help="measure memory instead: the peak RSS of a large-preset step on IAM-size lines and "
                              "RSS over --leak-steps small-preset steps")
