@@ -37,7 +37,7 @@ def test_scan_flops_match_the_matmuls_of_the_scan(bench, units, channels):
     layer = MDLSTM2D(units)
     layer.build((None, None, None, channels))
     x = tf.zeros([1, 3, 4, channels])
-    _, _, _, weights, output_peephole = _loop_inputs(x, tf.ones([1, 3, 4]), layer._params(), in_loop=True)
+    _, _, _, weights, output_peephole = _loop_inputs(x, tf.ones([1, 3, 4]), layer._params(), in_loop=True, split=False)
     assert len(weights) == 2  # split matmuls: no zero block in the count
     per_cell = sum(2 * w.shape[1] * w.shape[2] for w in weights) + 2 * output_peephole.shape[1] * output_peephole.shape[2]
     directions, cells = weights[0].shape[0], 1234

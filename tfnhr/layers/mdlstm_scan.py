@@ -16,10 +16,6 @@
 4. the outputs are unskewed, each direction flipped back, and the directions concatenated on
    the channel axis in direction order.
 
-With ``kernel="compiled"`` (the layer's default on CPU hosts), :func:`compiled_scan` does steps
-1-4 in two C++ ops (forward, backward; :mod:`tfnhr.ops.scan_kernel`): the same computation in
-the same column layout, gathered from and scattered to the image directly.
-
 Two ways of feeding the input (``in_loop``):
 
 * ``in_loop=True``: the raw input (with a constant-1 channel for the bias) enters the loop's
@@ -98,13 +94,12 @@ def mdlstm_dense(
       ``[B, H, W, D * u]``, directions concatenated in order, each in the input orientation;
       zero at invalid cells.
     """
-    if kernel == "compiled":
-        weights, vo = _loop_weights(params, in_loop, split=True)
-        if not in_loop:  # the core pre-activations x W_d + b_d of every direction
-            x = tf.einsum("bhwc,dcg->dbhwg", x, params.kernel) + params.bias[:, None, None, None, :]
-        return compiled_scan(x[tf.newaxis] if in_loop else x, mask, weights, vo, cell, in_loop)
-    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, in_loop)
-    h_all = skewed_scan(cols, mask_cols, up_mask, weights, vo, cell, in_loop, stack_residuals)
+    compiled = kernel == "compiled"
+    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, in_loop, compiled)
+    if compiled:
+        h_all = compiled_scan(cols, mask_cols, up_mask, weights, vo, cell, in_loop)
+    else:
+        h_all = skewed_scan(cols, mask_cols, up_mask, weights, vo, cell, in_loop, stack_residuals)
     return _from_columns(h_all, tf.shape(x))
 
 
@@ -112,15 +107,16 @@ def mdlstm_dense_memory(
     x: tf.Tensor, mask: tf.Tensor, params: MDLSTMParams, cell: CellType
 ) -> tf.Tensor:
     """The memory states ``s`` of :func:`mdlstm_dense` in its output layout (no gradient)."""
-    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, in_loop=True)
+    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, True, False)
     _, s_ta, _, _ = _forward(cols, mask_cols, up_mask, weights, vo, cell, in_loop=True)
     return _from_columns(s_ta.stack(), tf.shape(x))
 
 
-def _loop_inputs(x, mask, params: MDLSTMParams, in_loop: bool):
+def _loop_inputs(x, mask, params: MDLSTMParams, in_loop: bool, split: bool):
     """The arguments of :func:`skewed_scan`: columns ``[T, D, K_x, N]``, mask
     ``[T, D, 1, N]``, the upper-neighbour mask ``[N]``, the loop matmul's transposed weights
-    (one or two, see there) and the transposed output peephole ``[D, Q, u]``."""
+    (one or two, see there; always two when ``split``) and the transposed output peephole
+    ``[D, Q, u]``."""
     directions = params.kernel.shape[0]
     shape = tf.shape(x)
     if in_loop:
@@ -130,20 +126,11 @@ def _loop_inputs(x, mask, params: MDLSTMParams, in_loop: bool):
         skew_mask(_stack_directions(mask, directions))[..., tf.newaxis], directions
     )
     up_mask = tf.cast(tf.range(shape[0] * shape[1]) % shape[1] != 0, x.dtype)
-    if not in_loop:
-        kernel_t = tf.transpose(params.kernel, [0, 2, 1])
-        cols = tf.matmul(kernel_t, cols) + params.bias[:, :, tf.newaxis]
-    weights, vo = _loop_weights(params, in_loop, split=False)
-    return cols, mask_cols, up_mask, weights, vo
-
-
-def _loop_weights(params: MDLSTMParams, in_loop: bool, split: bool):
-    """The loop matmul's transposed weights over ``[(x; 1;) h1; h2; s1; s2]``: one ``[D, G, K]``
-    (zero peephole block included) below :data:`SPLIT_MIN_UNITS` units unless ``split``, else
-    ``([D, P, K], [D, G - P, K - 2u])``; and the transposed output peephole ``[D, Q, u]``."""
     if in_loop:
         rows = tf.concat([params.kernel, params.bias[:, tf.newaxis, :], params.recurrent], axis=1)
     else:
+        kernel_t = tf.transpose(params.kernel, [0, 2, 1])
+        cols = tf.matmul(kernel_t, cols) + params.bias[:, :, tf.newaxis]
         rows = params.recurrent
     # rows [D, K - 2u, G] over [(x; 1;) h1; h2], peephole [D, 2u, P] over [s1; s2]
     gates, peep = rows.shape[2], params.peephole.shape[2]
@@ -155,8 +142,10 @@ def _loop_weights(params: MDLSTMParams, in_loop: bool, split: bool):
     else:
         peephole = tf.pad(params.peephole, [[0, 0], [0, 0], [0, gates - peep]])
         weights = (tf.concat([rows, peephole], axis=1),)  # [D, K, G]
-    return (tuple(tf.transpose(w, [0, 2, 1]) for w in weights),
-            tf.transpose(params.output_peephole, [0, 2, 1]))
+    return (
+        cols, mask_cols, up_mask, tuple(tf.transpose(w, [0, 2, 1]) for w in weights),
+        tf.transpose(params.output_peephole, [0, 2, 1]),
+    )
 
 
 def _flip(t: tf.Tensor, direction: int) -> tf.Tensor:
@@ -243,28 +232,18 @@ def skewed_scan(
 
 
 def compiled_scan(
-    x: tf.Tensor,
+    xin: tf.Tensor,
     mask: tf.Tensor,
+    up_mask: tf.Tensor,
     weights: tuple[tf.Tensor, tf.Tensor],
     output_peephole: tf.Tensor,
     cell: CellType,
     in_loop: bool,
 ) -> tf.Tensor:
-    """The whole multi-directional scan as two compiled ops (:mod:`tfnhr.ops.scan_kernel`):
-    direction flips, skew, the loop over columns and the way back run in C++, forward and
-    backward.
+    """:func:`skewed_scan` as two compiled ops (:mod:`tfnhr.ops.scan_kernel`): the loop over
+    columns, forward and backward, runs in C++.  Same arguments and result, except that
+    ``weights`` must be the split pair ``([D, P, K], [D, G - P, K - 2u])``.
 
-    Args:
-      x: ``in_loop``: the raw input ``[1, B, H, W, C]`` (the op adds the bias channel); else
-        the core pre-activations ``x W_d + b_d`` per direction, ``[D, B, H, W, G]``.
-      mask: ``[B, H, W]`` cell validity (0/1).
-      weights: the split pair ``([D, P, K], [D, G - P, K - 2u])`` of :func:`_loop_weights`.
-      output_peephole: ``[D, Q, u]`` (transposed).
-      cell: the cell type.
-      in_loop: see :func:`mdlstm_dense`.
-    Returns:
-      ``[B, H, W, D * u]`` as :func:`mdlstm_dense`; differentiable w.r.t. ``x``, ``weights``
-      and ``output_peephole``.
     Raises:
       KernelUnavailable: the kernel cannot be built or loaded on this machine.
     """
@@ -272,16 +251,18 @@ def compiled_scan(
     attrs = {"cell": cell.name, "in_loop": in_loop}
 
     @tf.custom_gradient
-    def scan(x, vo, w_top, w_bot):
-        y, h_all, s_all, acts = ops.tfnhr_mdlstm_scan_forward(x, mask, w_top, w_bot, vo, **attrs)
+    def scan(xin, vo, w_top, w_bot):
+        h_all, s_all, acts = ops.tfnhr_mdlstm_scan_forward(
+            xin, mask, up_mask, w_top, w_bot, vo, **attrs)
 
-        def grad(dy):
-            return ops.tfnhr_mdlstm_scan_backward(
-                dy, x, mask, w_top, w_bot, vo, h_all, s_all, acts, **attrs)
+        def grad(dh_all):
+            dxin, dvo, dw_top, dw_bot = ops.tfnhr_mdlstm_scan_backward(
+                dh_all, xin, mask, up_mask, w_top, w_bot, vo, h_all, s_all, acts, **attrs)
+            return dxin, dvo, dw_top, dw_bot
 
-        return y, grad
+        return h_all, grad
 
-    return scan(x, output_peephole, *weights)
+    return scan(xin, output_peephole, *weights)
 
 
 def _gates(weights, x_t, inp, peep: int, in_loop: bool):

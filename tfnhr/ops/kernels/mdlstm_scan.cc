@@ -1,24 +1,19 @@
-// The multi-directional MDLSTM of tfnhr.layers.mdlstm_scan as two compiled TensorFlow ops:
-// the direction flips, the skew, the whole loop over skewed columns and the unskew run in C++,
-// forward and backward, instead of one TensorFlow op per arithmetic step per column.  The
-// numbers are those of the TensorFlow-ops scan (`mdlstm_dense(..., kernel="ops")`), which is
-// the reference the tests compare with.
+// The skewed MDLSTM scan of tfnhr.layers.mdlstm_scan as two compiled TensorFlow ops: the
+// whole loop over columns runs in C++, forward and backward, instead of one TensorFlow op
+// per arithmetic step per column.  The numbers are those of the TensorFlow-ops scan
+// (`skewed_scan` with `kernel="ops"`), which is the reference the tests compare with.
 //
-// Image layout in and out, column layout inside.  Inputs:
-//   x      [Dx, B, H, W, Kin] in_loop: the raw input (Dx = 1, shared by all directions; the
-//                             op appends the constant-1 bias channel); else the precomputed
-//                             core pre-activations x W_d + b_d per direction (Dx = D, Kin = G)
-//   mask   [B, H, W]          cell validity (0/1)
-//   w_top  [D, P, K]          loop weights of the peephole gates over [(x; 1;) h1; h2; s1; s2]
-//   w_bot  [D, G - P, Kb]     loop weights of the other gates over [(x; 1;) h1; h2]
-//   vo     [D, Q, u]          the output gates' memory weights
-// Direction d scans the image flipped as DIRECTION_FLIPS says (1: along W, 2: along H, 3: both),
-// skewed (row r shifted right by r): column t, row n = b H + r holds pixel (r, t - r) of the
-// flipped image; rows n with n % H == 0 have no upper neighbour.  Per column and direction the
-// blocks are row-major [rows, N], N = B H.  Outputs: y [B, H, W, D u] (directions concatenated,
-// each in the input orientation, masked) and the residuals of the backward pass, h, s
-// [T, D, u, N] (masked) and acts [T, D, 7u, N] (layout of tfnhr.layers.mdlstm_cells).
-// Directions are independent and run in parallel on TensorFlow's intra-op threads.
+// Layout (units-first, rows last), per column t and direction d a row-major [rows, N] block:
+//   xin    [T, D, Kx, N]  raw input incl. a constant-1 channel (in_loop) or the precomputed
+//                         core pre-activations W^T x + b (Kx = G = 5u)
+//   mask   [T, D, 1, N]   cell validity (0/1)
+//   up     [N]            0/1: row n has an upper neighbour (row n - 1)
+//   w_top  [D, P, K]      loop weights of the peephole gates over [(x;) h1; h2; s1; s2]
+//   w_bot  [D, G - P, Kb] loop weights of the other gates over [(x;) h1; h2] (Kb = K - 2u)
+//   vo     [D, Q, u]      the output gates' memory weights
+// Forward outputs h, s [T, D, u, N] (masked) and the saved activations acts [T, D, 7u, N]
+// (layout of tfnhr.layers.mdlstm_cells).  Directions are independent and run in parallel on
+// TensorFlow's intra-op threads.
 
 #include <algorithm>
 #include <cstring>
@@ -74,60 +69,23 @@ auto Sigmoid(const Eigen::ArrayBase<Derived>& z) {
 
 // Sizes shared by both ops.
 struct ScanDims {
-  int64_t batch, height, width, steps, n, directions, units, gates, peep, out_gates;
-  int64_t x_dirs;  // 1 (in_loop: the raw input is shared) or D (precomputed per direction)
-  int64_t kin;     // channels of x per pixel
-  int64_t kx;      // rows of a column's input block: kin + 1 (in_loop) or G
-  int64_t k, kb;   // rows of the loop matmul's input, all gates / the non-peephole gates
+  int64_t steps, directions, kx, n, units, gates, peep, out_gates, k, kb;
   bool in_loop;
 };
 
-// The pixel of [B, H, W] that skewed cell (column t, row r of image b) of direction d holds,
-// or -1 for the skew's empty triangles.
-inline int64_t SourcePixel(const ScanDims& dims, int64_t d, int64_t t, int64_t b, int64_t r) {
-  const int64_t w = t - r;
-  if (w < 0 || w >= dims.width) return -1;
-  const int64_t row = d >= 2 ? dims.height - 1 - r : r;
-  const int64_t col = (d == 1 || d == 3) ? dims.width - 1 - w : w;
-  return (b * dims.height + row) * dims.width + col;
-}
-
-// Column t of direction d: its input block x_t [kx, N] (zero in the empty triangles; in_loop:
-// the constant-1 channel last) and its mask m_t [N].
-template <typename T>
-void GatherColumn(const ScanDims& dims, int64_t d, int64_t t, const T* x, const T* mask, T* x_t,
-                  T* m_t) {
-  const int64_t n = dims.n, kin = dims.kin;
-  const T* x_d = x + (dims.x_dirs == 1 ? 0 : d) * dims.batch * dims.height * dims.width * kin;
-  for (int64_t b = 0; b < dims.batch; ++b) {
-    for (int64_t r = 0; r < dims.height; ++r) {
-      const int64_t row = b * dims.height + r;
-      const int64_t pixel = SourcePixel(dims, d, t, b, r);
-      if (pixel < 0) {
-        m_t[row] = T(0);
-        for (int64_t k = 0; k < dims.kx; ++k) x_t[k * n + row] = T(0);
-        continue;
-      }
-      m_t[row] = mask[pixel];
-      const T* source = x_d + pixel * kin;
-      for (int64_t k = 0; k < kin; ++k) x_t[k * n + row] = source[k];
-      if (dims.in_loop) x_t[kin * n + row] = T(1);
-    }
-  }
-}
-
-// Fills inp [K, N] for one column and direction: [(x_t;) h1; h2; s1; s2] where h1, s1 are the
+// Fills inp [K, N] for one column and direction: [(x;) h1; h2; s1; s2] where h1, s1 are the
 // previous column's states (zero before the first) and h2, s2 their rows rolled down by one,
-// zero where a row has no upper neighbour.
+// times the upper-neighbour mask.
 template <typename T>
-void LoopInput(const ScanDims& dims, const T* x_t, const T* h_prev, const T* s_prev, T* inp) {
+void LoopInput(const ScanDims& dims, const T* x_t, const T* h_prev, const T* s_prev,
+               const T* up, T* inp) {
   const int64_t n = dims.n, u = dims.units;
   T* out = inp;
   if (dims.in_loop) {
     std::memcpy(out, x_t, sizeof(T) * dims.kx * n);
     out += dims.kx * n;
   }
-  for (const T* state : {h_prev, s_prev}) {  // [h1; h2], then [s1; s2]
+  for (const T* state : {h_prev, s_prev}) {
     T* own = out;
     T* upper = out + u * n;
     if (state == nullptr) {
@@ -137,10 +95,12 @@ void LoopInput(const ScanDims& dims, const T* x_t, const T* h_prev, const T* s_p
       for (int64_t r = 0; r < u; ++r) {
         const T* row = state + r * n;
         T* dst = upper + r * n;
-        for (int64_t i = 0; i < n; ++i) dst[i] = i % dims.height ? row[i - 1] : T(0);
+        dst[0] = row[n - 1] * up[0];
+        for (int64_t i = 1; i < n; ++i) dst[i] = row[i - 1] * up[i];
       }
     }
     out += 2 * u * n;
+    // h block first ([h1; h2]), then s block ([s1; s2]).
   }
 }
 
@@ -239,36 +199,33 @@ void CellBackward(Cell cell, int64_t u, int64_t n, const T* acts, const T* y_ptr
   ds1 = dsbar * l;
 }
 
-Status ReadDims(const Tensor& x, const Tensor& mask, const Tensor& w_top, const Tensor& w_bot,
-                const Tensor& vo, Cell cell, bool in_loop, ScanDims* dims) {
-  if (x.dims() != 5 || mask.dims() != 3 || w_top.dims() != 3 || w_bot.dims() != 3 ||
-      vo.dims() != 3) {
+Status CheckInputs(OpKernelContext* context, const Tensor& xin, const Tensor& mask,
+                   const Tensor& up, const Tensor& w_top, const Tensor& w_bot,
+                   const Tensor& vo, Cell cell, bool in_loop, ScanDims* dims) {
+  if (xin.dims() != 4 || mask.dims() != 4 || up.dims() != 1 || w_top.dims() != 3 ||
+      w_bot.dims() != 3 || vo.dims() != 3) {
     return InvalidArgument("mdlstm scan: wrong input ranks");
   }
   dims->in_loop = in_loop;
-  dims->x_dirs = x.dim_size(0);
-  dims->batch = x.dim_size(1);
-  dims->height = x.dim_size(2);
-  dims->width = x.dim_size(3);
-  dims->kin = x.dim_size(4);
-  dims->steps = dims->width + dims->height - 1;
-  dims->n = dims->batch * dims->height;
-  dims->directions = w_top.dim_size(0);
+  dims->steps = xin.dim_size(0);
+  dims->directions = xin.dim_size(1);
+  dims->kx = xin.dim_size(2);
+  dims->n = xin.dim_size(3);
   dims->units = vo.dim_size(2);
   dims->peep = w_top.dim_size(1);
   dims->gates = dims->peep + w_bot.dim_size(1);
   dims->out_gates = vo.dim_size(1);
-  dims->kx = in_loop ? dims->kin + 1 : dims->kin;
   dims->k = w_top.dim_size(2);
   dims->kb = w_bot.dim_size(2);
   const int64_t u = dims->units;
-  if (dims->batch < 1 || dims->height < 1 || dims->width < 1 || dims->gates != 5 * u ||
-      dims->peep != PeepholeGates(cell) * u || dims->out_gates != OutputGates(cell) * u ||
+  if (dims->gates != 5 * u || dims->peep != PeepholeGates(cell) * u ||
+      dims->out_gates != OutputGates(cell) * u ||
       dims->k != (in_loop ? dims->kx : 0) + 4 * u || dims->kb != dims->k - 2 * u ||
-      (!in_loop && dims->kin != dims->gates) ||
-      dims->x_dirs != (in_loop ? 1 : dims->directions) || mask.dim_size(0) != dims->batch ||
-      mask.dim_size(1) != dims->height || mask.dim_size(2) != dims->width ||
-      w_bot.dim_size(0) != dims->directions || vo.dim_size(0) != dims->directions) {
+      (!in_loop && dims->kx != dims->gates) || mask.dim_size(0) != dims->steps ||
+      mask.dim_size(1) != dims->directions || mask.dim_size(2) != 1 ||
+      mask.dim_size(3) != dims->n || up.dim_size(0) != dims->n ||
+      w_top.dim_size(0) != dims->directions || w_bot.dim_size(0) != dims->directions ||
+      vo.dim_size(0) != dims->directions) {
     return InvalidArgument("mdlstm scan: inconsistent input shapes");
   }
   return Status();
@@ -284,129 +241,113 @@ void ForEachDirection(OpKernelContext* context, int64_t directions, int64_t cost
                     });
 }
 
-// Reads the attributes both ops share.
-class ScanOpBase : public OpKernel {
+template <typename T>
+class ScanForwardOp : public OpKernel {
  public:
-  explicit ScanOpBase(OpKernelConstruction* context) : OpKernel(context) {
+  explicit ScanForwardOp(OpKernelConstruction* context) : OpKernel(context) {
     std::string cell;
     OP_REQUIRES_OK(context, context->GetAttr("cell", &cell));
     OP_REQUIRES_OK(context, context->GetAttr("in_loop", &in_loop_));
     cell_ = ParseCell(cell);
   }
 
- protected:
-  Cell cell_;
-  bool in_loop_;
-};
-
-template <typename T>
-class ScanForwardOp : public ScanOpBase {
- public:
-  using ScanOpBase::ScanOpBase;
-
   void Compute(OpKernelContext* context) override {
-    const Tensor &x = context->input(0), &mask = context->input(1), &w_top = context->input(2),
-                 &w_bot = context->input(3), &vo = context->input(4);
+    const Tensor &xin = context->input(0), &mask = context->input(1), &up = context->input(2),
+                 &w_top = context->input(3), &w_bot = context->input(4), &vo = context->input(5);
     ScanDims dims;
-    OP_REQUIRES_OK(context, ReadDims(x, mask, w_top, w_bot, vo, cell_, in_loop_, &dims));
+    OP_REQUIRES_OK(context, CheckInputs(context, xin, mask, up, w_top, w_bot, vo, cell_,
+                                        in_loop_, &dims));
     const int64_t steps = dims.steps, dirs = dims.directions, u = dims.units, n = dims.n;
-    const int64_t un = u * n, g_bot = dims.gates - dims.peep;
-    Tensor *y = nullptr, *h = nullptr, *s = nullptr, *acts = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(
-                                0, TensorShape({dims.batch, dims.height, dims.width, dirs * u}), &y));
-    OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({steps, dirs, u, n}), &h));
-    OP_REQUIRES_OK(context, context->allocate_output(2, TensorShape({steps, dirs, u, n}), &s));
+    Tensor *h = nullptr, *s = nullptr, *acts = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({steps, dirs, u, n}), &h));
+    OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({steps, dirs, u, n}), &s));
     OP_REQUIRES_OK(context,
-                   context->allocate_output(3, TensorShape({steps, dirs, 7 * u, n}), &acts));
-    const T *x_all = x.flat<T>().data(), *mask_all = mask.flat<T>().data();
-    T *y_all = y->flat<T>().data(), *h_all = h->flat<T>().data(), *s_all = s->flat<T>().data(),
+                   context->allocate_output(2, TensorShape({steps, dirs, 7 * u, n}), &acts));
+    const T *x_all = xin.flat<T>().data(), *m_all = mask.flat<T>().data(),
+            *up_mask = up.flat<T>().data();
+    T *h_all = h->flat<T>().data(), *s_all = s->flat<T>().data(),
       *acts_all = acts->flat<T>().data();
     const int64_t cost = steps * n * (dims.gates * dims.k + 40 * u);
     ForEachDirection(context, dirs, cost, [&](int64_t d) {
       const T* wt = w_top.flat<T>().data() + d * dims.peep * dims.k;
-      const T* wb = w_bot.flat<T>().data() + d * g_bot * dims.kb;
+      const T* wb = w_bot.flat<T>().data() + d * (dims.gates - dims.peep) * dims.kb;
       const T* vo_d = vo.flat<T>().data() + d * dims.out_gates * u;
-      std::vector<T> x_t(dims.kx * n), m_t(n), inp(dims.k * n), z(dims.gates * n);
+      std::vector<T> inp(dims.k * n), z(dims.gates * n);
       const int64_t s_rows = (in_loop_ ? dims.kx : 0) + 2 * u;  // s1 starts here in inp
       for (int64_t t = 0; t < steps; ++t) {
-        const int64_t col = t * dirs + d;
-        GatherColumn(dims, d, t, x_all, mask_all, x_t.data(), m_t.data());
-        const T* h_prev = t ? h_all + (col - dirs) * un : nullptr;
-        const T* s_prev = t ? s_all + (col - dirs) * un : nullptr;
-        LoopInput(dims, x_t.data(), h_prev, s_prev, inp.data());
+        const int64_t col = (t * dirs + d);
+        const T* x_t = x_all + col * dims.kx * n;
+        const T* h_prev = t ? h_all + ((t - 1) * dirs + d) * u * n : nullptr;
+        const T* s_prev = t ? s_all + ((t - 1) * dirs + d) * u * n : nullptr;
+        LoopInput(dims, x_t, h_prev, s_prev, up_mask, inp.data());
         MatrixMap<T>(z.data(), dims.peep, n).noalias() =
             ConstMatrixMap<T>(wt, dims.peep, dims.k) * ConstMatrixMap<T>(inp.data(), dims.k, n);
-        MatrixMap<T>(z.data() + dims.peep * n, g_bot, n).noalias() =
-            ConstMatrixMap<T>(wb, g_bot, dims.kb) * ConstMatrixMap<T>(inp.data(), dims.kb, n);
+        MatrixMap<T>(z.data() + dims.peep * n, dims.gates - dims.peep, n).noalias() =
+            ConstMatrixMap<T>(wb, dims.gates - dims.peep, dims.kb) *
+            ConstMatrixMap<T>(inp.data(), dims.kb, n);
         if (!in_loop_) {
-          ArrayMap<T>(z.data(), dims.gates * n) += ConstArrayMap<T>(x_t.data(), dims.gates * n);
+          ArrayMap<T>(z.data(), dims.gates * n) += ConstArrayMap<T>(x_t, dims.gates * n);
         }
-        T* h_t = h_all + col * un;
-        T* s_t = s_all + col * un;
-        CellForward(cell_, u, n, z.data(), inp.data() + s_rows * n, inp.data() + (s_rows + u) * n,
-                    vo_d, h_t, s_t, acts_all + col * 7 * un);
+        T* y = h_all + col * u * n;
+        T* s_new = s_all + col * u * n;
+        CellForward(cell_, u, n, z.data(), inp.data() + s_rows * n,
+                    inp.data() + (s_rows + u) * n, vo_d, y, s_new, acts_all + col * 7 * u * n);
+        const T* m_t = m_all + col * n;
         for (int64_t r = 0; r < u; ++r) {
           for (int64_t i = 0; i < n; ++i) {
-            h_t[r * n + i] *= m_t[i];
-            s_t[r * n + i] *= m_t[i];
-          }
-        }
-        for (int64_t b = 0; b < dims.batch; ++b) {  // unskew, flip back, into y
-          for (int64_t r = 0; r < dims.height; ++r) {
-            const int64_t pixel = SourcePixel(dims, d, t, b, r);
-            if (pixel < 0) continue;
-            T* out = y_all + pixel * dirs * u + d * u;
-            const int64_t row = b * dims.height + r;
-            for (int64_t j = 0; j < u; ++j) out[j] = h_t[j * n + row];
+            y[r * n + i] *= m_t[i];
+            s_new[r * n + i] *= m_t[i];
           }
         }
       }
     });
   }
+
+ private:
+  Cell cell_;
+  bool in_loop_;
 };
 
 template <typename T>
-class ScanBackwardOp : public ScanOpBase {
+class ScanBackwardOp : public OpKernel {
  public:
-  using ScanOpBase::ScanOpBase;
+  explicit ScanBackwardOp(OpKernelConstruction* context) : OpKernel(context) {
+    std::string cell;
+    OP_REQUIRES_OK(context, context->GetAttr("cell", &cell));
+    OP_REQUIRES_OK(context, context->GetAttr("in_loop", &in_loop_));
+    cell_ = ParseCell(cell);
+  }
 
   void Compute(OpKernelContext* context) override {
-    const Tensor &dy = context->input(0), &x = context->input(1), &mask = context->input(2),
-                 &w_top = context->input(3), &w_bot = context->input(4), &vo = context->input(5),
-                 &h = context->input(6), &s = context->input(7), &acts = context->input(8);
+    const Tensor &dh = context->input(0), &xin = context->input(1), &mask = context->input(2),
+                 &up = context->input(3), &w_top = context->input(4),
+                 &w_bot = context->input(5), &vo = context->input(6), &h = context->input(7),
+                 &s = context->input(8), &acts = context->input(9);
     ScanDims dims;
-    OP_REQUIRES_OK(context, ReadDims(x, mask, w_top, w_bot, vo, cell_, in_loop_, &dims));
+    OP_REQUIRES_OK(context, CheckInputs(context, xin, mask, up, w_top, w_bot, vo, cell_,
+                                        in_loop_, &dims));
     const int64_t steps = dims.steps, dirs = dims.directions, u = dims.units, n = dims.n;
-    const int64_t un = u * n, g_bot = dims.gates - dims.peep, kin = dims.kin;
     const TensorShape state_shape({steps, dirs, u, n});
     OP_REQUIRES(context,
-                dy.shape() == TensorShape({dims.batch, dims.height, dims.width, dirs * u}) &&
-                    h.shape() == state_shape && s.shape() == state_shape &&
+                dh.shape() == state_shape && h.shape() == state_shape &&
+                    s.shape() == state_shape &&
                     acts.shape() == TensorShape({steps, dirs, 7 * u, n}),
                 InvalidArgument("mdlstm scan backward: inconsistent saved shapes"));
-    Tensor *dx = nullptr, *dwt = nullptr, *dwb = nullptr, *dvo = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, x.shape(), &dx));
+    Tensor *dxin = nullptr, *dwt = nullptr, *dwb = nullptr, *dvo = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, xin.shape(), &dxin));
     OP_REQUIRES_OK(context, context->allocate_output(1, vo.shape(), &dvo));
     OP_REQUIRES_OK(context, context->allocate_output(2, w_top.shape(), &dwt));
     OP_REQUIRES_OK(context, context->allocate_output(3, w_bot.shape(), &dwb));
     dvo->flat<T>().setZero();
     dwt->flat<T>().setZero();
     dwb->flat<T>().setZero();
-    // in_loop: every direction's input gradient lands on the shared input; each direction
-    // writes its own copy (no races between threads), summed at the end.
-    const int64_t pixels = dims.batch * dims.height * dims.width;
-    Tensor dx_directions;
-    if (in_loop_) {
-      OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DataTypeToEnum<T>::value,
-                                                     TensorShape({dirs, pixels * kin}),
-                                                     &dx_directions));
-    }
-    T* dx_base = in_loop_ ? dx_directions.flat<T>().data() : dx->flat<T>().data();
-    const T *x_all = x.flat<T>().data(), *mask_all = mask.flat<T>().data(),
-            *dy_all = dy.flat<T>().data(), *h_all = h.flat<T>().data(),
-            *s_all = s.flat<T>().data(), *acts_all = acts.flat<T>().data();
+    const T *x_all = xin.flat<T>().data(), *m_all = mask.flat<T>().data(),
+            *up_mask = up.flat<T>().data(), *dh_all = dh.flat<T>().data(),
+            *h_all = h.flat<T>().data(), *s_all = s.flat<T>().data(),
+            *acts_all = acts.flat<T>().data();
+    T* dx_all = dxin->flat<T>().data();
     const int64_t cost = steps * n * (3 * dims.gates * dims.k + 60 * u);
-    const int64_t kx_rows = in_loop_ ? dims.kx : 0;
+    const int64_t kx = in_loop_ ? dims.kx : 0, g_bot = dims.gates - dims.peep;
     ForEachDirection(context, dirs, cost, [&](int64_t d) {
       const T* wt = w_top.flat<T>().data() + d * dims.peep * dims.k;
       const T* wb = w_bot.flat<T>().data() + d * g_bot * dims.kb;
@@ -414,39 +355,28 @@ class ScanBackwardOp : public ScanOpBase {
       T* dwt_d = dwt->flat<T>().data() + d * dims.peep * dims.k;
       T* dwb_d = dwb->flat<T>().data() + d * g_bot * dims.kb;
       T* dvo_d = dvo->flat<T>().data() + d * dims.out_gates * u;
-      T* dx_d = dx_base + d * pixels * kin;
-      std::vector<T> gh(un, T(0)), gs(un, T(0)), dh(un), ds(un), ds1(un), ds2(un),
-          scratch(2 * un), dz(dims.gates * n), x_t(dims.kx * n), m_t(n), inp(dims.k * n),
-          dinp(dims.k * n);
+      const int64_t un = u * n;
+      std::vector<T> gh(un, T(0)), gs(un, T(0)), dy(un), ds(un), ds1(un), ds2(un),
+          scratch(2 * un), dz(dims.gates * n), inp(dims.k * n), dinp(dims.k * n);
       for (int64_t t = steps - 1; t >= 0; --t) {
         const int64_t col = t * dirs + d;
-        GatherColumn(dims, d, t, x_all, mask_all, x_t.data(), m_t.data());
-        for (int64_t b = 0; b < dims.batch; ++b) {  // this column's output gradient
-          for (int64_t r = 0; r < dims.height; ++r) {
-            const int64_t pixel = SourcePixel(dims, d, t, b, r);
-            const int64_t row = b * dims.height + r;
-            if (pixel < 0) {
-              for (int64_t j = 0; j < u; ++j) dh[j * n + row] = T(0);
-              continue;
-            }
-            const T* in = dy_all + pixel * dirs * u + d * u;
-            for (int64_t j = 0; j < u; ++j) dh[j * n + row] = in[j];
-          }
-        }
+        const T* m_t = m_all + col * n;
+        const T* dh_t = dh_all + col * un;
         for (int64_t r = 0; r < u; ++r) {
           for (int64_t i = 0; i < n; ++i) {
-            dh[r * n + i] = (gh[r * n + i] + dh[r * n + i]) * m_t[i];
+            dy[r * n + i] = (gh[r * n + i] + dh_t[r * n + i]) * m_t[i];
             ds[r * n + i] = gs[r * n + i] * m_t[i];
           }
         }
         CellBackward(cell_, u, n, acts_all + col * 7 * un, h_all + col * un, s_all + col * un,
-                     dh.data(), ds.data(), vo_d, dz.data(), ds1.data(), ds2.data(), dvo_d,
+                     dy.data(), ds.data(), vo_d, dz.data(), ds1.data(), ds2.data(), dvo_d,
                      scratch.data());
-        const T* h_prev = t ? h_all + (col - dirs) * un : nullptr;
-        const T* s_prev = t ? s_all + (col - dirs) * un : nullptr;
-        LoopInput(dims, x_t.data(), h_prev, s_prev, inp.data());
-        ConstMatrixMap<T> dz_top(dz.data(), dims.peep, n);
-        ConstMatrixMap<T> dz_bot(dz.data() + dims.peep * n, g_bot, n);
+        const T* h_prev = t ? h_all + ((t - 1) * dirs + d) * un : nullptr;
+        const T* s_prev = t ? s_all + ((t - 1) * dirs + d) * un : nullptr;
+        const T* x_t = x_all + col * dims.kx * n;
+        LoopInput(dims, x_t, h_prev, s_prev, up_mask, inp.data());
+        ConstMatrixMap<T> dz_top(dz.data(), dims.peep, n), dz_bot(dz.data() + dims.peep * n,
+                                                                   g_bot, n);
         MatrixMap<T> dinp_m(dinp.data(), dims.k, n);
         dinp_m.noalias() = ConstMatrixMap<T>(wt, dims.peep, dims.k).transpose() * dz_top;
         dinp_m.topRows(dims.kb).noalias() +=
@@ -455,43 +385,32 @@ class ScanBackwardOp : public ScanOpBase {
             dz_top * ConstMatrixMap<T>(inp.data(), dims.k, n).transpose();
         MatrixMap<T>(dwb_d, g_bot, dims.kb).noalias() +=
             dz_bot * ConstMatrixMap<T>(inp.data(), dims.kb, n).transpose();
-        // The input gradient (in_loop: of the raw channels, not of the constant one; else of
-        // the precomputed pre-activations), unskewed and flipped back.
-        const T* dcol = in_loop_ ? dinp.data() : dz.data();
-        for (int64_t b = 0; b < dims.batch; ++b) {
-          for (int64_t r = 0; r < dims.height; ++r) {
-            const int64_t pixel = SourcePixel(dims, d, t, b, r);
-            if (pixel < 0) continue;
-            const int64_t row = b * dims.height + r;
-            T* out = dx_d + pixel * kin;
-            for (int64_t k = 0; k < kin; ++k) out[k] = dcol[k * n + row];
-          }
+        T* dx_t = dx_all + col * dims.kx * n;
+        if (in_loop_) {
+          std::memcpy(dx_t, dinp.data(), sizeof(T) * kx * n);
+        } else {
+          std::memcpy(dx_t, dz.data(), sizeof(T) * dims.gates * n);
         }
-        // gh = dh1 + roll(dh2, -1), gs = ds1 + ds1m + roll(ds2 + ds2m, -1), rows without
-        // an upper neighbour contributing nothing.
-        const T* dh1 = dinp.data() + kx_rows * n;
+        // gh = dh1 + roll(dh2 * up, -1); gs = ds1 + ds1m + roll((ds2 + ds2m) * up, -1).
+        const T* dh1 = dinp.data() + kx * n;
         const T* dh2 = dh1 + un;
         const T* ds1m = dh2 + un;
         const T* ds2m = ds1m + un;
         for (int64_t r = 0; r < u; ++r) {
           const int64_t o = r * n;
           for (int64_t i = 0; i < n; ++i) {
-            const bool below = i + 1 < n && (i + 1) % dims.height != 0;
-            gh[o + i] = dh1[o + i] + (below ? dh2[o + i + 1] : T(0));
-            gs[o + i] = ds1[o + i] + ds1m[o + i] + (below ? ds2[o + i + 1] + ds2m[o + i + 1] : T(0));
+            const int64_t next = i + 1 < n ? i + 1 : 0;
+            gh[o + i] = dh1[o + i] + dh2[o + next] * up_mask[next];
+            gs[o + i] = ds1[o + i] + ds1m[o + i] + (ds2[o + next] + ds2m[o + next]) * up_mask[next];
           }
         }
       }
     });
-    if (in_loop_) {
-      auto total = dx->flat<T>();
-      const T* parts = dx_directions.flat<T>().data();
-      ConstArrayMap<T> first(parts, pixels * kin);
-      ArrayMap<T> sum(total.data(), pixels * kin);
-      sum = first;
-      for (int64_t d = 1; d < dirs; ++d) sum += ConstArrayMap<T>(parts + d * pixels * kin, pixels * kin);
-    }
   }
+
+ private:
+  Cell cell_;
+  bool in_loop_;
 };
 
 }  // namespace tfnhr
@@ -499,12 +418,12 @@ class ScanBackwardOp : public ScanOpBase {
 using tensorflow::Status;
 
 REGISTER_OP("TfnhrMdlstmScanForward")
-    .Input("x: T")
+    .Input("xin: T")
     .Input("mask: T")
+    .Input("up_mask: T")
     .Input("w_top: T")
     .Input("w_bot: T")
     .Input("output_peephole: T")
-    .Output("y: T")
     .Output("h: T")
     .Output("s: T")
     .Output("acts: T")
@@ -512,37 +431,31 @@ REGISTER_OP("TfnhrMdlstmScanForward")
     .Attr("cell: {'leaky_lp', 'leaky_lp_new_state', 'lstm'}")
     .Attr("in_loop: bool")
     .SetShapeFn([](tfnhr::InferenceContext* c) {
-      tfnhr::ShapeHandle x, w_top, vo;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 5, &x));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 3, &w_top));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 3, &vo));
+      tfnhr::ShapeHandle xin, vo;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &xin));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 3, &vo));
       auto units = c->Dim(vo, 2);
-      auto directions = c->Dim(w_top, 0);
-      tensorflow::shape_inference::DimensionHandle channels, acts_rows, steps, rows, skew;
-      TF_RETURN_IF_ERROR(c->Multiply(directions, units, &channels));
+      tensorflow::shape_inference::DimensionHandle acts_rows;
       TF_RETURN_IF_ERROR(c->Multiply(units, 7, &acts_rows));
-      TF_RETURN_IF_ERROR(c->Add(c->Dim(x, 3), c->Dim(x, 2), &skew));
-      TF_RETURN_IF_ERROR(c->Subtract(skew, 1, &steps));
-      TF_RETURN_IF_ERROR(c->Multiply(c->Dim(x, 1), c->Dim(x, 2), &rows));
-      c->set_output(0, c->MakeShape({c->Dim(x, 1), c->Dim(x, 2), c->Dim(x, 3), channels}));
-      auto state = c->MakeShape({steps, directions, units, rows});
+      auto state = c->MakeShape({c->Dim(xin, 0), c->Dim(xin, 1), units, c->Dim(xin, 3)});
+      c->set_output(0, state);
       c->set_output(1, state);
-      c->set_output(2, state);
-      c->set_output(3, c->MakeShape({steps, directions, acts_rows, rows}));
+      c->set_output(2, c->MakeShape({c->Dim(xin, 0), c->Dim(xin, 1), acts_rows, c->Dim(xin, 3)}));
       return Status();
     });
 
 REGISTER_OP("TfnhrMdlstmScanBackward")
-    .Input("dy: T")
-    .Input("x: T")
+    .Input("dh: T")
+    .Input("xin: T")
     .Input("mask: T")
+    .Input("up_mask: T")
     .Input("w_top: T")
     .Input("w_bot: T")
     .Input("output_peephole: T")
     .Input("h: T")
     .Input("s: T")
     .Input("acts: T")
-    .Output("dx: T")
+    .Output("dxin: T")
     .Output("doutput_peephole: T")
     .Output("dw_top: T")
     .Output("dw_bot: T")
@@ -551,17 +464,17 @@ REGISTER_OP("TfnhrMdlstmScanBackward")
     .Attr("in_loop: bool")
     .SetShapeFn([](tfnhr::InferenceContext* c) {
       c->set_output(0, c->input(1));
-      c->set_output(1, c->input(5));
-      c->set_output(2, c->input(3));
-      c->set_output(3, c->input(4));
+      c->set_output(1, c->input(6));
+      c->set_output(2, c->input(4));
+      c->set_output(3, c->input(5));
       return Status();
     });
 
-#define TFNHR_REGISTER(T)                                                                   \
-  REGISTER_KERNEL_BUILDER(                                                                  \
+#define TFNHR_REGISTER(T)                                                                 \
+  REGISTER_KERNEL_BUILDER(                                                                \
       Name("TfnhrMdlstmScanForward").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
-      tfnhr::ScanForwardOp<T>);                                                             \
-  REGISTER_KERNEL_BUILDER(                                                                  \
+      tfnhr::ScanForwardOp<T>);                                                           \
+  REGISTER_KERNEL_BUILDER(                                                                \
       Name("TfnhrMdlstmScanBackward").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
       tfnhr::ScanBackwardOp<T>);
 
