@@ -241,15 +241,25 @@ void ForEachDirection(OpKernelContext* context, int64_t directions, int64_t cost
                     });
 }
 
-template <typename T>
-class ScanForwardOp : public OpKernel {
+// Reads the attributes both ops share.
+class ScanOpBase : public OpKernel {
  public:
-  explicit ScanForwardOp(OpKernelConstruction* context) : OpKernel(context) {
+  explicit ScanOpBase(OpKernelConstruction* context) : OpKernel(context) {
     std::string cell;
     OP_REQUIRES_OK(context, context->GetAttr("cell", &cell));
     OP_REQUIRES_OK(context, context->GetAttr("in_loop", &in_loop_));
     cell_ = ParseCell(cell);
   }
+
+ protected:
+  Cell cell_;
+  bool in_loop_;
+};
+
+template <typename T>
+class ScanForwardOp : public ScanOpBase {
+ public:
+  using ScanOpBase::ScanOpBase;
 
   void Compute(OpKernelContext* context) override {
     const Tensor &xin = context->input(0), &mask = context->input(1), &up = context->input(2),
@@ -303,20 +313,12 @@ class ScanForwardOp : public OpKernel {
     });
   }
 
- private:
-  Cell cell_;
-  bool in_loop_;
 };
 
 template <typename T>
-class ScanBackwardOp : public OpKernel {
+class ScanBackwardOp : public ScanOpBase {
  public:
-  explicit ScanBackwardOp(OpKernelConstruction* context) : OpKernel(context) {
-    std::string cell;
-    OP_REQUIRES_OK(context, context->GetAttr("cell", &cell));
-    OP_REQUIRES_OK(context, context->GetAttr("in_loop", &in_loop_));
-    cell_ = ParseCell(cell);
-  }
+  using ScanOpBase::ScanOpBase;
 
   void Compute(OpKernelContext* context) override {
     const Tensor &dh = context->input(0), &xin = context->input(1), &mask = context->input(2),
@@ -408,9 +410,6 @@ class ScanBackwardOp : public OpKernel {
     });
   }
 
- private:
-  Cell cell_;
-  bool in_loop_;
 };
 
 }  // namespace tfnhr
