@@ -26,7 +26,7 @@ demo-horovod: setup
 test: setup
 	$(PY) -m pytest tests -q
 
-# The quick loop (< 3 min on 2 cores): no tests marked slow, horovod or subprocess (setup.cfg).
+# The quick loop (about 6 min on 2 cores): no tests marked slow, horovod or subprocess (setup.cfg).
 test-fast: setup
 	$(PY) -m pytest tests -q -m "not slow and not horovod and not subprocess"
 

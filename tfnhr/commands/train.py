@@ -95,8 +95,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="validate (log, checkpoint, maybe halve) every N updates instead of every epoch")
     parser.add_argument("--seed", type=TRAIN["seed"].type, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")
     parser.add_argument("--threads", type=TRAIN["threads"].type, default=1,
-                        help="TensorFlow threads of this process; 1 is fastest for the MDLSTM's small ops, "
-                             "use more cores with Horovod workers; 0: TensorFlow's default (all cores)")
+                        help="TensorFlow threads of this process (default 1, one per Horovod worker); a single "
+                             "process trains faster on 2 threads with the compiled MDLSTM scan "
+                             "(docs/recognizer.md); 0: TensorFlow's default (all cores)")
     parser.add_argument("--mixed-precision", action="store_true",
                         help="compute in float16 on a GPU, bfloat16 on a CPU (variables, the MDLSTM recurrence and "
                              "CTC stay float32)")

@@ -46,10 +46,11 @@ class TrainOptions:
     windows of this many batches (:func:`~tfnhr.data.batches.similar_width_batches`); ``1``:
     random batches. ``threads``: TensorFlow's intra- and inter-op threads for this process, set
     when training starts if TensorFlow has not run an op yet (else its pools stay as they are);
-    ``0``: TensorFlow's default (all cores). One thread is the default because the MDLSTM scan
-    runs thousands of small ops per step, which a second thread slows down (docs/performance.md:
-    14.4 lines/s on one thread vs 11.2 on two for the small preset, 7.5 vs 5.8 for the large one,
-    on 2 cores); use further cores with Horovod workers (``python -m tfnhr.main_job`` does).
+    ``0``: TensorFlow's default (all cores). One thread is the default, what each Horovod worker
+    needs (``python -m tfnhr.main_job`` runs one per core). A single process gains from a second
+    thread with the compiled MDLSTM scan, which runs its four directions on the intra-op threads
+    (docs/performance.md: 25.4 lines/s on two threads vs 15.6 on one for the small preset, 2
+    cores), and loses with the TensorFlow-ops scan (5.1 vs 8.0).
     ``mixed_precision``: build the model under Keras' ``mixed_float16`` (GPU) or ``mixed_bfloat16``
     (CPU) policy (:mod:`tfnhr.training.precision`); a resumed run keeps its model's policy.
     ``resume``: continue the run in ``out``; ``overwrite``: replace it (without either, an
