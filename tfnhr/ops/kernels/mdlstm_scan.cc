@@ -1,7 +1,8 @@
 // The skewed MDLSTM scan of tfnhr.layers.mdlstm_scan as two compiled TensorFlow ops: the
 // whole loop over columns runs in C++, forward and backward, instead of one TensorFlow op
 // per arithmetic step per column.  The numbers are those of the TensorFlow-ops scan
-// (`skewed_scan` with `kernel="ops"`), which is the reference the tests compare with.
+// (`skewed_scan`, what `mdlstm_dense(..., kernel="ops")` runs), the reference the tests
+// compare with.
 //
 // Layout (units-first, rows last), per column t and direction d a row-major [rows, N] block:
 //   xin    [T, D, Kx, N]  raw input incl. a constant-1 channel (in_loop) or the precomputed
@@ -28,7 +29,6 @@
 
 namespace tfnhr {
 
-using tensorflow::DEVICE_CPU;
 using tensorflow::OpKernel;
 using tensorflow::Status;
 using tensorflow::OpKernelConstruction;
@@ -85,7 +85,7 @@ void LoopInput(const ScanDims& dims, const T* x_t, const T* h_prev, const T* s_p
     std::memcpy(out, x_t, sizeof(T) * dims.kx * n);
     out += dims.kx * n;
   }
-  for (const T* state : {h_prev, s_prev}) {
+  for (const T* state : {h_prev, s_prev}) {  // [h1; h2], then [s1; s2]
     T* own = out;
     T* upper = out + u * n;
     if (state == nullptr) {
@@ -100,7 +100,6 @@ void LoopInput(const ScanDims& dims, const T* x_t, const T* h_prev, const T* s_p
       }
     }
     out += 2 * u * n;
-    // h block first ([h1; h2]), then s block ([s1; s2]).
   }
 }
 
@@ -199,9 +198,9 @@ void CellBackward(Cell cell, int64_t u, int64_t n, const T* acts, const T* y_ptr
   ds1 = dsbar * l;
 }
 
-Status CheckInputs(OpKernelContext* context, const Tensor& xin, const Tensor& mask,
-                   const Tensor& up, const Tensor& w_top, const Tensor& w_bot,
-                   const Tensor& vo, Cell cell, bool in_loop, ScanDims* dims) {
+Status CheckInputs(const Tensor& xin, const Tensor& mask, const Tensor& up, const Tensor& w_top,
+                   const Tensor& w_bot, const Tensor& vo, Cell cell, bool in_loop,
+                   ScanDims* dims) {
   if (xin.dims() != 4 || mask.dims() != 4 || up.dims() != 1 || w_top.dims() != 3 ||
       w_bot.dims() != 3 || vo.dims() != 3) {
     return InvalidArgument("mdlstm scan: wrong input ranks");
@@ -265,8 +264,7 @@ class ScanForwardOp : public ScanOpBase {
     const Tensor &xin = context->input(0), &mask = context->input(1), &up = context->input(2),
                  &w_top = context->input(3), &w_bot = context->input(4), &vo = context->input(5);
     ScanDims dims;
-    OP_REQUIRES_OK(context, CheckInputs(context, xin, mask, up, w_top, w_bot, vo, cell_,
-                                        in_loop_, &dims));
+    OP_REQUIRES_OK(context, CheckInputs(xin, mask, up, w_top, w_bot, vo, cell_, in_loop_, &dims));
     const int64_t steps = dims.steps, dirs = dims.directions, u = dims.units, n = dims.n;
     Tensor *h = nullptr, *s = nullptr, *acts = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({steps, dirs, u, n}), &h));
@@ -312,7 +310,6 @@ class ScanForwardOp : public ScanOpBase {
       }
     });
   }
-
 };
 
 template <typename T>
@@ -326,8 +323,7 @@ class ScanBackwardOp : public ScanOpBase {
                  &w_bot = context->input(5), &vo = context->input(6), &h = context->input(7),
                  &s = context->input(8), &acts = context->input(9);
     ScanDims dims;
-    OP_REQUIRES_OK(context, CheckInputs(context, xin, mask, up, w_top, w_bot, vo, cell_,
-                                        in_loop_, &dims));
+    OP_REQUIRES_OK(context, CheckInputs(xin, mask, up, w_top, w_bot, vo, cell_, in_loop_, &dims));
     const int64_t steps = dims.steps, dirs = dims.directions, u = dims.units, n = dims.n;
     const TensorShape state_shape({steps, dirs, u, n});
     OP_REQUIRES(context,
@@ -409,7 +405,6 @@ class ScanBackwardOp : public ScanOpBase {
       }
     });
   }
-
 };
 
 }  // namespace tfnhr
