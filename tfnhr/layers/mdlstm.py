@@ -47,8 +47,9 @@ loop over skewed columns runs as two compiled C++ ops, forward and backward
 (:mod:`tfnhr.ops.scan_kernel`), on CPU-only hosts where the kernel builds; otherwise it is a
 ``tf.while_loop`` of TensorFlow ops, compiled with XLA (``jit_compile``) for dense input
 (1.1-1.8x faster than without, at 1-5 s of compilation per new input shape) and not for ragged
-input (whose packed canvases change shape from batch to batch).  Two process settings, which have to be in
-the environment before TensorFlow starts, speed it up further: ``TF_CPU_ALLOCATOR_USE_BFC=true``
+input (whose packed canvases change shape from batch to batch).  Two process settings, which
+have to be in the environment before TensorFlow starts, speed it up further:
+``TF_CPU_ALLOCATOR_USE_BFC=true``
 (keeps large blocks instead of page-faulting them in again every step) and
 ``XLA_FLAGS=--xla_cpu_use_thunk_runtime=false``.
 """
@@ -58,18 +59,17 @@ from __future__ import annotations
 import functools
 import math
 import os
+import warnings
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-import warnings
-
 from tfnhr.choices import CELLS, PACKING_MODES
 from tfnhr.layers.mdlstm_cells import CELL_TYPES
 from tfnhr.layers.mdlstm_scan import MDLSTMParams, mdlstm_dense, mdlstm_dense_memory
-from tfnhr.ops.scan_kernel import scan_ops, unavailable_reason
 from tfnhr.ops.packing import PLANNERS, image_sizes_tensor, pack_ragged_graph, pad_batch, unpack, unpad_batch
+from tfnhr.ops.scan_kernel import scan_ops, unavailable_reason
 
 INPUT_PROJECTIONS = ("auto", "precompute", "in_loop")
 SCAN_KERNELS = ("auto", "compiled", "ops")
