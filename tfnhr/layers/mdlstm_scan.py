@@ -107,7 +107,7 @@ def mdlstm_dense_memory(
     x: tf.Tensor, mask: tf.Tensor, params: MDLSTMParams, cell: CellType
 ) -> tf.Tensor:
     """The memory states ``s`` of :func:`mdlstm_dense` in its output layout (no gradient)."""
-    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, True, False)
+    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, in_loop=True, split=False)
     _, s_ta, _, _ = _forward(cols, mask_cols, up_mask, weights, vo, cell, in_loop=True)
     return _from_columns(s_ta.stack(), tf.shape(x))
 
@@ -255,10 +255,9 @@ def compiled_scan(
         h_all, s_all, acts = ops.tfnhr_mdlstm_scan_forward(
             xin, mask, up_mask, w_top, w_bot, vo, **attrs)
 
-        def grad(dh_all):
-            dxin, dvo, dw_top, dw_bot = ops.tfnhr_mdlstm_scan_backward(
+        def grad(dh_all):  # (dxin, dvo, dw_top, dw_bot)
+            return ops.tfnhr_mdlstm_scan_backward(
                 dh_all, xin, mask, up_mask, w_top, w_bot, vo, h_all, s_all, acts, **attrs)
-            return dxin, dvo, dw_top, dw_bot
 
         return h_all, grad
 

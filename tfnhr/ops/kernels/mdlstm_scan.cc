@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "Eigen/Core"
@@ -230,6 +231,17 @@ Status CheckInputs(const Tensor& xin, const Tensor& mask, const Tensor& up, cons
   return Status();
 }
 
+// Direction d's loop weights: (w_top [P, K], w_bot [G - P, Kb], vo [Q, u]).
+template <typename T>
+std::tuple<const T*, const T*, const T*> DirectionWeights(const ScanDims& dims,
+                                                          const Tensor& w_top,
+                                                          const Tensor& w_bot,
+                                                          const Tensor& vo, int64_t d) {
+  return {w_top.flat<T>().data() + d * dims.peep * dims.k,
+          w_bot.flat<T>().data() + d * (dims.gates - dims.peep) * dims.kb,
+          vo.flat<T>().data() + d * dims.out_gates * dims.units};
+}
+
 // Runs fn(d) for every direction on the intra-op threads.
 template <typename Fn>
 void ForEachDirection(OpKernelContext* context, int64_t directions, int64_t cost, Fn fn) {
@@ -277,9 +289,7 @@ class ScanForwardOp : public ScanOpBase {
       *acts_all = acts->flat<T>().data();
     const int64_t cost = steps * n * (dims.gates * dims.k + 40 * u);
     ForEachDirection(context, dirs, cost, [&](int64_t d) {
-      const T* wt = w_top.flat<T>().data() + d * dims.peep * dims.k;
-      const T* wb = w_bot.flat<T>().data() + d * (dims.gates - dims.peep) * dims.kb;
-      const T* vo_d = vo.flat<T>().data() + d * dims.out_gates * u;
+      const auto [wt, wb, vo_d] = DirectionWeights<T>(dims, w_top, w_bot, vo, d);
       std::vector<T> inp(dims.k * n), z(dims.gates * n);
       const int64_t s_rows = (in_loop_ ? dims.kx : 0) + 2 * u;  // s1 starts here in inp
       for (int64_t t = 0; t < steps; ++t) {
@@ -347,9 +357,7 @@ class ScanBackwardOp : public ScanOpBase {
     const int64_t cost = steps * n * (3 * dims.gates * dims.k + 60 * u);
     const int64_t kx = in_loop_ ? dims.kx : 0, g_bot = dims.gates - dims.peep;
     ForEachDirection(context, dirs, cost, [&](int64_t d) {
-      const T* wt = w_top.flat<T>().data() + d * dims.peep * dims.k;
-      const T* wb = w_bot.flat<T>().data() + d * g_bot * dims.kb;
-      const T* vo_d = vo.flat<T>().data() + d * dims.out_gates * u;
+      const auto [wt, wb, vo_d] = DirectionWeights<T>(dims, w_top, w_bot, vo, d);
       T* dwt_d = dwt->flat<T>().data() + d * dims.peep * dims.k;
       T* dwb_d = dwb->flat<T>().data() + d * g_bot * dims.kb;
       T* dvo_d = dvo->flat<T>().data() + d * dims.out_gates * u;
