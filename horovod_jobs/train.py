@@ -157,14 +157,17 @@ def run_nhr(args: argparse.Namespace, workers: Workers, callbacks: Sequence[kera
     from horovod_jobs.distributed import check_same_config, scale_learning_rate
     from horovod_jobs.train_hooks import RecognizerHooks
     from tfnhr.commands.train import options_from_args
-    from tfnhr.training import train
+    from tfnhr.training import train, use_threads
 
     options = options_from_args(args)
+    hooks = RecognizerHooks(workers, sync_options(args), callbacks)
+    # First: the threads, which TensorFlow fixes at its first op (the config check runs one).
+    use_threads(hooks.threads() if options.threads is None else options.threads)
     check_same_config({**job_config(args), "network": options.network,
                        "resume": resume_view(args.out) if args.resume else None}, what="training options")
     if args.scale_lr:
         options = dataclasses.replace(options, learning_rate=scale_learning_rate(options.learning_rate, workers.size))
-    return train(options, RecognizerHooks(workers, sync_options(args), callbacks))
+    return train(options, hooks)
 
 
 def run_mlcn(args: argparse.Namespace, workers: Workers, callbacks: Sequence[keras.callbacks.Callback] = ()) -> dict:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import os
 from collections.abc import Sequence
 
 import horovod.tensorflow as hvd
@@ -226,6 +227,10 @@ class RecognizerHooks(WorkerHooks, tfnhr_training.TrainingHooks):
 
     def time_limit(self, seconds: float) -> TimeLimit:
         return AgreedTimeLimit(seconds)
+
+    def threads(self) -> int:
+        """This worker's share of the cores: ``cores // workers on this host`` (at least 1)."""
+        return max(1, len(os.sched_getaffinity(0)) // self.workers.local_size)
 
 
 class ClassifierHooks(WorkerHooks, capsnet_training.TrainingHooks):

@@ -96,7 +96,7 @@ def check_each(name: str, values: tuple | None, range_: Range) -> None:
 COUNT = Range(1, integer=True)
 """A positive count (epochs, pixels, samples, units, ...)."""
 NONNEGATIVE_COUNT = Range(0, integer=True)
-"""Zero or more (threads where 0 means the default, seeds, lines to show)."""
+"""Zero or more (seeds, lines to show)."""
 POSITIVE = Range(0, low_open=True)
 """A positive number (learning rate, minutes, seconds)."""
 NONNEGATIVE = Range(0)
@@ -118,7 +118,7 @@ TRAIN: dict[str, Range] = {
     "validate_every": Range(1, integer=True, none=True),
     "anneal": Range(0, 1, high_open=True, none=True),
     "sort_window": COUNT,
-    "threads": NONNEGATIVE_COUNT,
+    "threads": Range(0, integer=True, none=True),
     "seed": NONNEGATIVE_COUNT,
     "max_train": Range(1, integer=True, none=True),
     "max_val": Range(1, integer=True, none=True),

@@ -30,11 +30,12 @@ import pytest
 from capsnet.models import load_model
 from horovod_jobs.distributed import Workers
 from horovod_jobs.train import main, parse_args
-from horovod_jobs.train_hooks import LearningRateWarmUp, worker_batches
+from horovod_jobs.train_hooks import LearningRateWarmUp, RecognizerHooks, SyncOptions, worker_batches
 from tests.helpers.environment import REPO
 from tests.helpers.tiny_models import TINY_MODEL as TINY_NHR
 from tfnhr.cli import main as tfnhr_main
 from tfnhr.models import build_recognizer, load_recognizer
+from tfnhr.training import TrainingHooks
 
 TINY_MLCN = ["--model", "mlcn", "--lanes", "2", "--width", "1", "--depth", "1", "--dataset", "synthetic",
              "--limit-train", "128", "--limit-test", "64", "--batch-size", "32"]
@@ -314,6 +315,48 @@ def test_each_task_takes_its_command_options():
                                                                                 "average", 16)
     mlcn = parse_args(["--task", "mlcn", "--lane-spec", "4x1,2x3", "--devices", "cpu:0,cpu:1", "--scale-lr"])
     assert (mlcn.lane_spec, mlcn.devices, mlcn.scale_lr, mlcn.sync) == ("4x1,2x3", "cpu:0,cpu:1", True, "gradients")
+
+
+THREADS_PROBE = """
+import sys
+
+import keras
+import tensorflow as tf
+
+from horovod_jobs.train import main
+
+
+class Probe(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        print("threads", tf.config.threading.get_intra_op_parallelism_threads(),
+              tf.config.threading.get_inter_op_parallelism_threads(), flush=True)
+        self.model.stop_training = True
+
+
+sys.exit(main(sys.argv[1:], callbacks=[Probe()]))
+"""
+"""``train.py`` in a fresh process (a world of one) that prints TensorFlow's thread pools as training starts."""
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_recognizer_worker_sizes_its_thread_pools_before_the_first_op(synth, tmp_path):
+    """``--threads 1`` holds although the job's config check runs TensorFlow ops before training
+    (it used to be ignored there: the pools were TensorFlow's default, all cores)."""
+    env = {name: value for name, value in JOB_ENV.items() if not name.startswith("TF_NUM_")}
+    result = subprocess.run([sys.executable, "-c", THREADS_PROBE, "--task", "nhr", "--data", str(synth),
+                             "--out", str(tmp_path / "out"), *TINY_NHR, "--epochs", "1", "--threads", "1"],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, output_tail(result)
+    assert "threads 1 1" in result.stdout, output_tail(result)
+
+
+def test_a_workers_default_threads_are_its_share_of_the_cores():
+    cores = len(os.sched_getaffinity(0))
+    sync = SyncOptions("gradients", 1, 0, 0)
+    shares = [RecognizerHooks(Workers(0, size, 0, local), sync).threads() for size, local in ((1, 1), (4, 2), (8, 8 * cores))]
+    assert shares == [cores, max(1, cores // 2), 1]
+    assert TrainingHooks().threads() == cores  # one process: every core
 
 
 def test_worker_batches_are_disjoint_equal_slices_reshuffled_every_epoch():

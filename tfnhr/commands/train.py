@@ -94,10 +94,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--validate-every", type=TRAIN["validate_every"].type, default=unset, metavar="UPDATES",
                         help="validate (log, checkpoint, maybe halve) every N updates instead of every epoch")
     parser.add_argument("--seed", type=TRAIN["seed"].type, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")
-    parser.add_argument("--threads", type=TRAIN["threads"].type, default=1,
-                        help="TensorFlow threads of this process (default 1, one per Horovod worker); a single "
-                             "process trains faster on 2 threads with the compiled MDLSTM scan "
-                             "(docs/recognizer.md); 0: TensorFlow's default (all cores)")
+    parser.add_argument("--threads", type=TRAIN["threads"].type, default=None,
+                        help="TensorFlow threads of this process (default: every core it may use; under Horovod "
+                             "each worker's share, cores / workers on the host); 0: TensorFlow's default")
     parser.add_argument("--mixed-precision", action="store_true",
                         help="compute in float16 on a GPU, bfloat16 on a CPU (variables, the MDLSTM recurrence and "
                              "CTC stay float32)")

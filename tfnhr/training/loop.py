@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -107,8 +108,13 @@ class TrainingHooks:
         """``fit``'s callback list, given :func:`train`'s own (validation first, the time limit last)."""
         return callbacks
 
+    def threads(self) -> int:
+        """TensorFlow threads when the options leave them open (``threads=None``): every core this
+        process may use."""
+        return len(os.sched_getaffinity(0))
 
-def _use_threads(threads: int) -> None:
+
+def use_threads(threads: int) -> None:
     """Size TensorFlow's thread pools to ``threads`` (0: leave TensorFlow's default) unless
     TensorFlow already runs, whose pools are then fixed."""
     if threads:
@@ -124,7 +130,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     hooks = hooks or TrainingHooks()
     out = Path(options.out)
     claim_run_folder(out, options.resume, options.overwrite, clear=hooks.writes)
-    _use_threads(options.threads)
+    use_threads(hooks.threads() if options.threads is None else options.threads)
     started = time.monotonic()
     if hooks.writes:
         out.mkdir(parents=True, exist_ok=True)

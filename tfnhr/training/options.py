@@ -46,11 +46,12 @@ class TrainOptions:
     windows of this many batches (:func:`~tfnhr.data.batches.similar_width_batches`); ``1``:
     random batches. ``threads``: TensorFlow's intra- and inter-op threads for this process, set
     when training starts if TensorFlow has not run an op yet (else its pools stay as they are);
-    ``0``: TensorFlow's default (all cores). One thread is the default, what each Horovod worker
-    needs (``python -m tfnhr.main_job`` runs one per core). A single process gains from a second
-    thread with the compiled MDLSTM scan, which runs its four directions on the intra-op threads
-    (docs/performance.md: 25.4 lines/s on two threads vs 15.6 on one for the small preset, 2
-    cores), and loses with the TensorFlow-ops scan (5.1 vs 8.0).
+    ``None`` (the default): this process's share of the cores it may use (all of them for one
+    process, ``cores // local workers`` for a Horovod worker: :meth:`TrainingHooks.threads
+    <tfnhr.training.loop.TrainingHooks.threads>`); ``0``: TensorFlow's default (all cores). A
+    process gains from a second thread with the compiled MDLSTM scan, which runs its four
+    directions on the intra-op threads (docs/performance.md: 25.4 lines/s on two threads vs 15.6
+    on one for the small preset, 2 cores), and loses with the TensorFlow-ops scan (5.1 vs 8.0).
     ``mixed_precision``: build the model under Keras' ``mixed_float16`` (GPU) or ``mixed_bfloat16``
     (CPU) policy (:mod:`tfnhr.training.precision`); a resumed run keeps its model's policy.
     ``resume``: continue the run in ``out``; ``overwrite``: replace it (without either, an
@@ -82,7 +83,7 @@ class TrainOptions:
     validate_every: int | None = None
     anneal: float | None = 0.5
     sort_window: int = 1
-    threads: int = 1
+    threads: int | None = None
     mixed_precision: bool = False
     seed: int = 0
     max_train: int | None = None
