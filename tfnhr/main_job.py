@@ -14,10 +14,11 @@ Steps, all under ``--out`` (default ``runs/main``):
    font; ``main.json``; a few test lines printed with their reference and recognition, and drawn
    in ``samples.png``.
 
-Training uses every core as separate single-threaded Horovod workers (``--workers``, default: one
-per core when Horovod is installed; gradients averaged every step): the MDLSTM's many small
-per-column ops gain far more from a second process than from a second thread. ``--workers 1``
-trains in this process.
+Training runs in this process on every core (the compiled MDLSTM scan runs its four directions
+on TensorFlow's intra-op threads). ``--workers N`` trains N single-threaded Horovod workers
+instead, which average their gradients every step: on 2 cores they train about as many lines per
+second, but in half the updates, and reached a worse CER in the same 14 minutes
+(docs/performance.md, "Main job").
 
 ``--preset quick`` (default) fits in 20 minutes on 2 cores; ``--preset full`` trains an hour on
 more data for lower error rates (docs/performance.md, "Main job", has the measured ones).
@@ -43,7 +44,7 @@ from tfnhr.metrics import error_rate
 from tfnhr.models import CtcModel, load_recognizer
 from tfnhr.plots import plot_samples
 from tfnhr.training import TrainOptions, train
-from tfnhr.training.workers import default_workers, run_local_workers
+from tfnhr.training.workers import run_local_workers
 
 PRESETS: dict[str, dict] = {
     "quick": {"train": 3000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100},
@@ -82,11 +83,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", choices=MODEL_PRESETS, default="small", help="recognizer size")
     parser.add_argument("--batch-pixels", type=int, default=BATCH_PIXELS,
                         help="pixel budget of one worker's batch (32-px lines take about 13,000 each)")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="training processes (Horovod, one thread each); default: one per core if "
-                             "Horovod is installed, else 1 (this process)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="training processes: 1 trains in this process on every core, more start "
+                             "that many single-threaded Horovod workers")
     args = parser.parse_args(argv)
-    if args.workers is not None and args.workers < 1:
+    if args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")
     if args.batch_pixels < BUDGET_PIXELS_PER_LINE:
         parser.error(f"--batch-pixels must hold at least one line ({BUDGET_PIXELS_PER_LINE}), got {args.batch_pixels}")
@@ -98,16 +99,31 @@ def validation_interval(lines: int, batch_pixels: int, workers: int) -> int:
     return max(1, lines // (batch_pixels // BUDGET_PIXELS_PER_LINE * workers))
 
 
+def training_options(args: argparse.Namespace, data: Path, epochs: int, time_limit: float,
+                     validate_lines: int) -> TrainOptions:
+    """What the main job trains with: the parsed arguments ``args`` on the synthetic set ``data``,
+    validating about every ``validate_lines`` training lines."""
+    return TrainOptions(
+        data=data, out=args.out / "model", preset=args.model, block=((2, 2), (2, 2)), height=IMAGE_HEIGHT,
+        batch_pixels=args.batch_pixels, epochs=epochs, time_limit=time_limit, seed=args.seed,
+        augment=args.augment, overwrite=True,
+        validate_every=validation_interval(validate_lines, args.batch_pixels, args.workers))
+
+
+def worker_flags(options: TrainOptions) -> list[str]:
+    """The ``tfnhr train`` flags of what :func:`training_options` sets (the rest are defaults)."""
+    return ["--data", str(options.data), "--out", str(options.out), "--preset", options.preset,
+            "--block", *(f"{h}x{w}" for h, w in options.block), "--height", str(options.height),
+            "--batch-pixels", str(options.batch_pixels), "--epochs", str(options.epochs),
+            "--time-limit", str(options.time_limit), "--seed", str(options.seed), "--augment", options.augment,
+            "--validate-every", str(options.validate_every), "--overwrite"]
+
+
 def train_with_workers(options: TrainOptions, workers: int) -> dict:
     """:func:`tfnhr.training.train` as ``workers`` single-threaded Horovod processes on this
     machine (:func:`tfnhr.training.workers.run_local_workers`); returns the run's ``summary.json``."""
-    flags = ["--data", str(options.data), "--out", str(options.out), "--preset", options.preset,
-             "--block", *(f"{h}x{w}" for h, w in options.block), "--height", str(options.height),
-             "--batch-pixels", str(options.batch_pixels), "--epochs", str(options.epochs),
-             "--time-limit", str(options.time_limit), "--seed", str(options.seed), "--augment", options.augment,
-             "--validate-every", str(options.validate_every), "--sort-window", str(options.sort_window), "--overwrite"]
     try:
-        run_local_workers(flags, workers)
+        run_local_workers(worker_flags(options), workers)
     except RuntimeError as error:
         raise SystemExit(str(error)) from None
     return json.loads((Path(options.out) / "summary.json").read_text())
@@ -127,13 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"[2/4] word 3-gram LM of the training text -> {args.out / 'lm.arpa'}", flush=True)
     lm_stats = build_arpa(synthetic.corpus_text("train").splitlines(), order=3, out_path=args.out / "lm.arpa")
     time_limit = args.time_limit if args.time_limit is not None else preset["time_limit"]
-    workers = args.workers or default_workers()
-    print(f"[3/4] training the {args.model} recognizer (time limit {time_limit} min, {workers} worker"
-          f"{'s' if workers > 1 else ''})", flush=True)
-    options = TrainOptions(
-        data=data, out=args.out / "model", preset=args.model, block=((2, 2), (2, 2)), height=IMAGE_HEIGHT,
-        batch_pixels=args.batch_pixels, epochs=preset["epochs"], time_limit=time_limit, seed=args.seed,
-        augment=args.augment, overwrite=True, validate_every=validation_interval(preset["validate_lines"], args.batch_pixels, workers))
+    workers = args.workers
+    where = "in this process on every core" if workers == 1 else f"on {workers} Horovod workers"
+    print(f"[3/4] training the {args.model} recognizer {where} (time limit {time_limit} min)", flush=True)
+    options = training_options(args, data, preset["epochs"], time_limit, preset["validate_lines"])
     summary = train(options) if workers == 1 else train_with_workers(options, workers)
     print("[4/4] evaluating the best model on held-out fonts", flush=True)
     results = {"preset": args.preset, "training": summary, "lm": {k: lm_stats[k] for k in ("vocabulary", "ngrams")}}

@@ -65,3 +65,19 @@ def test_batch_pixels_below_one_line_is_refused_in_one_line(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--batch-pixels", "5000"])
     assert "--batch-pixels must hold at least one line (13000), got 5000" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [[], ["--model", "large", "--augment", "strong", "--batch-pixels", "60000",
+                                      "--workers", "2", "--seed", "3"]])
+def test_the_workers_train_with_the_options_of_the_main_job(argv, tmp_path):
+    """The flags handed to Horovod workers, read back by ``tfnhr train``'s parser, are exactly the
+    options that the main job trains with in this process."""
+    import argparse
+
+    from tfnhr.commands.train import options_from_args, register
+    from tfnhr.main_job import parse_args, training_options, worker_flags
+
+    options = training_options(parse_args([*argv, "--out", str(tmp_path)]), tmp_path / "synth", 80, 14.0, 1100)
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    assert options_from_args(parser.parse_args(["train", *worker_flags(options)])) == options

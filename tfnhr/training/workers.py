@@ -1,17 +1,17 @@
-"""Training on every core of this machine as single-threaded Horovod workers.
+"""Training on this machine as single-threaded Horovod workers (``tfnhr train --workers N``,
+``python -m tfnhr.main_job --workers N``).
 
-A second process with its own thread trains 1.55x the lines of one on 2 cores (with the compiled
-MDLSTM scan; 1.64x with the TensorFlow-ops scan, whose small per-column ops a second thread in
-one process slows down; docs/performance.md, "Training throughput").
-:func:`run_local_workers` starts ``horovodrun -np N``
+Two single-threaded workers train 1.55x the lines/s of one on 2 cores with the compiled MDLSTM
+scan, about as many as one process on 2 threads, which makes twice the updates for them
+(docs/performance.md, "Training throughput" and "Main job"); with the TensorFlow-ops scan, whose
+small per-column ops a second thread in one process slows down, workers are the faster way to use
+more cores. :func:`run_local_workers` starts ``horovodrun -np N``
 (Gloo, loopback) over ``python -m horovod_jobs.train --task nhr`` with the given ``tfnhr train``
 arguments, every worker with one TensorFlow and one OpenMP thread; the workers average their
-gradients every step and rank 0 writes the run folder (docs/horovod.md).
-"""
+gradients every step and rank 0 writes the run folder (docs/horovod.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -21,22 +21,12 @@ from pathlib import Path
 
 SINGLE_THREAD_ENV = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "OMP_NUM_THREADS": "1"}
 """What each worker process gets in its environment."""
-MAX_DEFAULT_WORKERS = 8
-""":func:`default_workers` never picks more than this many."""
 
 
 def horovodrun_path() -> str | None:
     """The ``horovodrun`` next to this Python (the virtualenv's), else the one on the PATH, else ``None``."""
     beside = Path(sys.executable).parent / "horovodrun"
     return str(beside) if beside.exists() else shutil.which("horovodrun")
-
-
-def default_workers() -> int:
-    """One worker per core this process may use (at most :data:`MAX_DEFAULT_WORKERS`) when Horovod
-    and ``horovodrun`` are installed, else 1."""
-    if importlib.util.find_spec("horovod") is None or horovodrun_path() is None:
-        return 1
-    return max(1, min(MAX_DEFAULT_WORKERS, len(os.sched_getaffinity(0))))
 
 
 def run_local_workers(train_arguments: Sequence[str], workers: int) -> None:
