@@ -109,7 +109,7 @@ PROBABILITY_BELOW_ONE = Range(0, 1, high_open=True)
 TRAIN: dict[str, Range] = {
     "dropout": PROBABILITY_BELOW_ONE,
     "height": Range(1, integer=True, none=True),
-    "batch_pixels": COUNT,
+    "batch_pixels": Range(1, integer=True, none=True),
     "epochs": COUNT,
     "learning_rate": POSITIVE,
     "clipnorm": Range(0, low_open=True, none=True),

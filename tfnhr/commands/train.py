@@ -37,7 +37,7 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
 
 # The documented defaults of the options in FLAG_FIELDS (help texts only; the values that apply come
 # from tfnhr.training.TrainOptions, which a test keeps equal to these).
-HELP_DEFAULTS = {"out": Path("runs/recognizer"), "dropout": 0.25, "cell": "leaky_lp", "batch_pixels": 200_000,
+HELP_DEFAULTS = {"out": Path("runs/recognizer"), "dropout": 0.25, "cell": "leaky_lp", "batch_pixels": None,
                  "epochs": 80, "learning_rate": 0.005, "optimizer": "adam", "clipnorm": 10.0, "seed": 0,
                  "halve_start": 0.5, "halve_patience": 2, "augment": "default", "anneal": 0.5, "sort_window": 1}
 
@@ -66,7 +66,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"MDLSTM cell (default {defaults.cell})")
     parser.add_argument("--height", type=TRAIN["height"].type, default=unset, help="scale images to this height (px; default: keep)")
     parser.add_argument("--batch-pixels", type=TRAIN["batch_pixels"].type, default=unset,
-                        help=f"pixel budget of one batch, after scaling (default {defaults.batch_pixels})")
+                        help="pixel budget of one batch, after scaling (default: 12 training examples of median size, "
+                             "at least 2 of the largest)")
     parser.add_argument("--epochs", type=TRAIN["epochs"].type, default=unset, help=f"maximum epochs (default {defaults.epochs})")
     parser.add_argument("--lr", type=TRAIN["learning_rate"].type, default=unset, help=f"learning rate (default {defaults.learning_rate})")
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default=unset, help=f"optimizer (default {defaults.optimizer})")

@@ -51,6 +51,23 @@ def pixel_budget_batches(pixels: Sequence[int], budget: int, order: Sequence[int
     return batches
 
 
+AUTO_BATCH_EXAMPLES = 12
+"""Examples of median size in a batch of :func:`auto_batch_pixels`' budget."""
+
+
+def auto_batch_pixels(pixels: Sequence[int], examples: int = AUTO_BATCH_EXAMPLES) -> int:
+    """A training batch's pixel budget for examples of ``pixels`` pixels each: ``examples`` of the
+    median size, and never less than two of the largest (what :func:`steps_per_epoch` needs).
+
+    Why a count of examples rather than a fixed budget: more updates of fewer lines learned faster
+    at a time limit than fewer of more lines at the same lines per second (docs/performance.md,
+    "Main job" and "Handwritten digit lines"), and a fixed budget is many short lines or a few long
+    ones."""
+    if len(pixels) == 0 or examples < 1:
+        raise ValueError(f"need examples and a positive count, got {len(pixels)} examples and {examples}")
+    return int(max(examples * np.median(pixels), 2 * np.max(pixels)))
+
+
 def steps_per_epoch(pixels: Sequence[int], budget: int, workers: int = 1) -> int:
     """Batches per worker and epoch that keep every batch within ``budget`` pixels, the same for
     every worker and epoch: ``min(ceil((total + (workers - 1) · largest) / (workers · (budget -

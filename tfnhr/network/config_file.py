@@ -6,7 +6,7 @@ Layout::
       "network": {"mdlstm1": {"class": "mdlstm2d", "n_out": 2}, ...,
                   "output": {"class": "ctc", "from": ["mdlstm3"], "directions": 4}},
       "learning_rate": 0.005, "optimizer": "adam", "gradient_clip": 10.0,
-      "batch_pixels": 200000, "schedule": "halve_on_either", "epochs": 80, "height": null, "seed": 0,
+      "batch_pixels": null, "schedule": "halve_on_either", "epochs": 80, "height": null, "seed": 0,
       "augment": "default", "validate_every": null, "halve_start": 0.5, "halve_patience": 2, "anneal": 0.5,
       "sort_window": 1
     }
@@ -61,7 +61,7 @@ TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "learning_rate": (_number, "a positive number"),
     "optimizer": (_optimizer, f"one of {', '.join(OPTIMIZERS)} or a mapping with such a 'class'"),
     "gradient_clip": (lambda v: v is None or _number(v), "a positive number (global norm) or null"),
-    "batch_pixels": (_count, "a positive integer (pixels per batch)"),
+    "batch_pixels": (lambda v: v is None or _count(v), "a positive integer (pixels per batch) or null (12 median examples)"),
     "schedule": (lambda v: v in SCHEDULES, f"one of {', '.join(SCHEDULES)}"),
     "epochs": (_count, "a positive integer"),
     "height": (lambda v: v is None or _count(v), "a positive integer (pixels) or null"),

@@ -21,6 +21,7 @@ defaults are one process; ``horovod_jobs.train`` passes hooks that train on seve
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -36,6 +37,7 @@ import tensorflow as tf
 from tfnhr.choices import example_noun
 from tfnhr.charset import Charset
 from tfnhr.data.augment import make_augmenter
+from tfnhr.data.batches import auto_batch_pixels
 from tfnhr.data.dataset import Augment, make_dataset
 from tfnhr.data.samples import TextImageSet, drop_infeasible
 from tfnhr.data.sources import load_data_subset
@@ -162,6 +164,8 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         charset.save(out / "charset.json")
 
     train_set = drop_infeasible(train_set, charset, model.width_reduction)
+    if options.batch_pixels is None:
+        options = dataclasses.replace(options, batch_pixels=auto_batch_pixels(train_set.pixels()))
     initial_epoch = state["epoch"] if state else 0
     train_data = hooks.train_data(train_set, charset, options, initial_epoch,
                                   augment=make_augmenter(options.augment, options.seed))
@@ -184,7 +188,8 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         every = f"every {options.validate_every} updates" if options.validate_every else "every epoch"
         print(f"training {options.network_source or options.preset} recognizer ({model.count_params():,} parameters, "
               f"{len(charset)} characters) on {len(train_set)} {example_noun(options.kind)} (augmentation: {options.augment}), "
-              f"validating on {len(val_set)} {every}; {fit_rounds['what']} {initial_epoch + 1}..{fit_rounds['epochs']}",
+              f"batches of up to {options.batch_pixels:,} pixels, validating on {len(val_set)} {every}; "
+              f"{fit_rounds['what']} {initial_epoch + 1}..{fit_rounds['epochs']}",
               flush=True)
     history = model.fit(fit_rounds["data"], epochs=fit_rounds["epochs"], steps_per_epoch=fit_rounds["steps"],
                         initial_epoch=initial_epoch, shuffle=False, callbacks=callbacks,
@@ -203,6 +208,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         "stopped_by_time_limit": time_limit.stopped_early,
         "train_examples": len(train_set),
         "val_examples": len(val_set),
+        "batch_pixels": options.batch_pixels,
         "parameters": model.count_params(),
         "seconds": round(time.monotonic() - started, 1),
         "model": str(best_model) if best_model.is_file() else None,

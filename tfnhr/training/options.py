@@ -27,7 +27,9 @@ class TrainOptions:
     """What to train on and how; every field has the ``tfnhr train`` option of the same name.
 
     ``height``: scale every image to this many rows (``None``: keep sizes). ``batch_pixels``:
-    pixel budget of one batch (after scaling). ``time_limit``: minutes after which training
+    pixel budget of one batch (after scaling); ``None``: about a dozen training examples of median
+    size, at least two of the largest (:func:`~tfnhr.data.batches.auto_batch_pixels`, resolved by
+    :func:`~tfnhr.training.train` from the training set). ``time_limit``: minutes after which training
     stops at the end of the running epoch (``None``: no limit). ``max_train``/``max_val``: use
     only the first N samples of each subset. ``network``: a config file's network description
     (:mod:`tfnhr.network`), built instead of the preset recognizer; ``network_source`` names its
@@ -71,7 +73,7 @@ class TrainOptions:
     dropout: float = 0.25
     cell: str = "leaky_lp"
     height: int | None = None
-    batch_pixels: int = 200_000
+    batch_pixels: int | None = None
     epochs: int = 80
     learning_rate: float = 0.005
     optimizer: str | dict = "adam"

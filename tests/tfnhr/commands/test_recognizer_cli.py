@@ -169,6 +169,20 @@ def test_recognize_formats_output_file_and_images_too_small_to_read(workspace, t
 
 
 @pytest.mark.slow
+def test_the_default_batch_holds_a_dozen_median_lines(workspace, tmp_path):
+    """Without --batch-pixels the budget is 12 median training lines (after scaling), at least two
+    of the largest, recorded in summary.json."""
+    run = tmp_path / "run"
+    assert main(["train", "--data", str(workspace / "synth"), "--out", str(run), "--epochs", "1", "--quiet",
+                 "--max-train", "8", "--max-val", "3", *TINY_MODEL]) == 0
+    ids = (workspace / "synth" / "largeWriterIndependentTextLineRecognitionTask" / "trainset.txt").read_text().split()
+    sizes = [Image.open(next((workspace / "synth" / "lines").rglob(f"{line_id}.png"))).size for line_id in ids[:8]]
+    pixels = sorted(24 * max(1, round(width * 24 / height)) for width, height in sizes)  # TINY_MODEL: --height 24
+    expected = int(max(12 * (pixels[3] + pixels[4]) / 2, 2 * pixels[-1]))
+    assert json.loads((run / "summary.json").read_text())["batch_pixels"] == expected
+
+
+@pytest.mark.slow
 def test_a_run_folder_is_refused_without_resume_or_overwrite(workspace, tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfnhr.data.batches import (balanced_batches, pixel_budget_batches, shard_by_pixels, similar_width_batches,
-                                split_into_batches, steps_per_epoch)
+from tfnhr.data.batches import (auto_batch_pixels, balanced_batches, pixel_budget_batches, shard_by_pixels,
+                                similar_width_batches, split_into_batches, steps_per_epoch)
 from tfnhr.ops.packing import plan_packing
 
 
@@ -247,3 +247,13 @@ def test_similar_width_batches_pack_with_less_waste_than_random_batches():
 def test_similar_width_batches_rejects_a_window_below_one():
     with pytest.raises(ValueError, match="window"):
         similar_width_batches([1, 2], [1, 2], [0, 1], 1, 0, [0])
+
+
+def test_auto_budget_is_a_dozen_median_examples_or_two_of_the_largest():
+    lines = [9_000, 10_000, 11_000, 12_000, 30_000]  # median 11,000
+    assert auto_batch_pixels(lines) == 132_000
+    assert auto_batch_pixels(lines, examples=4) == 60_000  # 2 x 30,000 beats 4 x 11,000
+    assert auto_batch_pixels([100, 300]) == 2_400  # even count: the mean of the middle two
+    assert steps_per_epoch(lines, auto_batch_pixels(lines, examples=1)) >= 1  # always a feasible budget
+    with pytest.raises(ValueError, match="need examples"):
+        auto_batch_pixels([])

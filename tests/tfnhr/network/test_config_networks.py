@@ -177,7 +177,7 @@ def test_shipped_preset_configs_describe_the_preset_recognizer(preset):
     config = load_config(preset)
     assert preset in shipped_configs()
     assert config.training == {"learning_rate": 0.005, "optimizer": "adam", "gradient_clip": 10.0,
-                               "batch_pixels": 200000, "schedule": "halve_on_either", "epochs": 80}
+                               "batch_pixels": None, "schedule": "halve_on_either", "epochs": 80}
     recognizer = build_recognizer(CHARSET, preset=preset)
     model = build_config_network(config.network, CHARSET)
     assert model.count_params() == recognizer.count_params()
