@@ -82,7 +82,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--augment", choices=AUGMENT_LEVELS, default="default", help="training-time augmentation")
     parser.add_argument("--model", choices=MODEL_PRESETS, default="small", help="recognizer size")
     parser.add_argument("--batch-pixels", type=int, default=BATCH_PIXELS,
-                        help="pixel budget of one worker's batch (32-px lines take about 13,000 each)")
+                        help="pixel budget of one batch (of each worker's with --workers; 32-px lines take about 13,000 each)")
     parser.add_argument("--workers", type=int, default=1,
                         help="training processes: 1 trains in this process on every core, more start "
                              "that many single-threaded Horovod workers")
