@@ -35,7 +35,7 @@ from pathlib import Path
 import _harness
 
 RUNS = ((1, "gradients"), (2, "gradients"), (2, "average"))
-NHR_MODEL = ["--preset", "small", "--block", "2x2", "--height", "24", "--batch-pixels", "40000"]
+NHR_MODEL = ["--preset", "small", "--block", "2x2", "--height", "24", "--batch-pixels", "40000", "--threads", "1"]
 MLCN_MODEL = ["--model", "mlcn", "--lanes", "2", "--width", "4", "--depth", "1", "--dataset", "synthetic",
               "--batch-size", "100", "--threads", "1"]
 MLCN_PIXELS = 28 * 28

@@ -361,7 +361,8 @@ def measure_workers(args: argparse.Namespace) -> dict:
                     run_env = {**env, "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": str(threads),
                                "TFNHR_SCAN_KERNEL": kernel}
                     started = time.monotonic()
-                    seconds = horovod_scaling.launch(workers, [*job, "--out", str(folder / "out")], run_env, folder,
+                    seconds = horovod_scaling.launch(workers, [*job, "--threads", str(threads), "--out", str(folder / "out")],
+                                                     run_env, folder,
                                                      pin_cores=args.pin and threads == 1)
                     steady = statistics.median(seconds[1:])
                     report["runs"][name] = {"preset": preset, "batch_pixels": budget, "sort_window": window,
