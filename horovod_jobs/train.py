@@ -162,7 +162,7 @@ def run_nhr(args: argparse.Namespace, workers: Workers, callbacks: Sequence[kera
     options = options_from_args(args)
     hooks = RecognizerHooks(workers, sync_options(args), callbacks)
     # First: the threads, which TensorFlow fixes at its first op (the config check runs one).
-    use_threads(hooks.threads() if options.threads is None else options.threads)
+    use_threads(options, hooks)
     check_same_config({**job_config(args), "network": options.network,
                        "resume": resume_view(args.out) if args.resume else None}, what="training options")
     if args.scale_lr:

@@ -116,9 +116,10 @@ class TrainingHooks:
         return len(os.sched_getaffinity(0))
 
 
-def use_threads(threads: int) -> None:
-    """Size TensorFlow's thread pools to ``threads`` (0: leave TensorFlow's default) unless
-    TensorFlow already runs, whose pools are then fixed."""
+def use_threads(options: TrainOptions, hooks: TrainingHooks) -> None:
+    """Size TensorFlow's thread pools to ``options.threads`` (``None``: ``hooks.threads()``; 0:
+    leave TensorFlow's default) unless TensorFlow already runs, whose pools are then fixed."""
+    threads = hooks.threads() if options.threads is None else options.threads
     if threads:
         try:
             tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -132,7 +133,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     hooks = hooks or TrainingHooks()
     out = Path(options.out)
     claim_run_folder(out, options.resume, options.overwrite, clear=hooks.writes)
-    use_threads(hooks.threads() if options.threads is None else options.threads)
+    use_threads(options, hooks)
     started = time.monotonic()
     if hooks.writes:
         out.mkdir(parents=True, exist_ok=True)
