@@ -118,6 +118,7 @@ TRAIN: dict[str, Range] = {
     "validate_every": Range(1, integer=True, none=True),
     "anneal": Range(0, 1, high_open=True, none=True),
     "sort_window": COUNT,
+    "ema": Range(0, 1, high_open=True, none=True),
     "threads": Range(0, integer=True, none=True),
     "seed": NONNEGATIVE_COUNT,
     "max_train": Range(1, integer=True, none=True),

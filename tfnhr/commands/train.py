@@ -31,7 +31,7 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
                "epochs": "epochs", "lr": "learning_rate", "optimizer": "optimizer", "clipnorm": "clipnorm",
                "halve_on": "halve_on", "halve_start": "halve_start", "halve_patience": "halve_patience",
                "seed": "seed", "augment": "augment", "validate_every": "validate_every", "anneal": "anneal",
-               "sort_window": "sort_window"}
+               "sort_window": "sort_window", "ema": "ema"}
 """Options whose flags are only set when given (so a config file can supply them) -> the
 :class:`~tfnhr.training.TrainOptions` field."""
 
@@ -39,7 +39,8 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
 # from tfnhr.training.TrainOptions, which a test keeps equal to these).
 HELP_DEFAULTS = {"out": Path("runs/recognizer"), "dropout": 0.25, "cell": "leaky_lp", "batch_pixels": None,
                  "epochs": 80, "learning_rate": 0.005, "optimizer": "adam", "clipnorm": 10.0, "seed": 0,
-                 "halve_start": 0.5, "halve_patience": 2, "augment": "default", "anneal": 0.5, "sort_window": 1}
+                 "halve_start": 0.5, "halve_patience": 2, "augment": "default", "anneal": 0.5, "sort_window": 1,
+                 "ema": 0.99}
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,6 +93,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="batch lines of similar widths, sorted within windows of this many batches: less "
                              "padding and faster steps, but one main-job run with 8 learned worse (docs/performance.md); "
                              f"1: random batches (default {defaults.sort_window})")
+    parser.add_argument("--ema", type=TRAIN["ema"].type, default=unset, metavar="MOMENTUM",
+                        help="validate, checkpoint and keep a moving average of the weights over the updates "
+                             "(0.99: about the last 100); 'none': the last update's weights "
+                             f"(default {defaults.ema})")
     parser.add_argument("--validate-every", type=TRAIN["validate_every"].type, default=unset, metavar="UPDATES",
                         help="validate (log, checkpoint, maybe halve) every N updates instead of every epoch")
     parser.add_argument("--seed", type=TRAIN["seed"].type, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")

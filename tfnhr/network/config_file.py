@@ -8,7 +8,7 @@ Layout::
       "learning_rate": 0.005, "optimizer": "adam", "gradient_clip": 10.0,
       "batch_pixels": null, "schedule": "halve_on_either", "epochs": 80, "height": null, "seed": 0,
       "augment": "default", "validate_every": null, "halve_start": 0.5, "halve_patience": 2, "anneal": 0.5,
-      "sort_window": 1
+      "sort_window": 1, "ema": 0.99
     }
 
 Only ``network`` is required. :data:`TRAINING_KEYS` lists the training parameters, with what each
@@ -21,7 +21,9 @@ halving may begin and how many worse validations in a row it waits for
 (:class:`~tfnhr.training.callbacks.LearningRateHalving`). ``augment`` is a training-time
 augmentation level (:mod:`tfnhr.data.augment`); ``validate_every`` validates every N updates
 instead of every epoch; ``anneal`` lowers the learning rate over the end of a time limit;
-``sort_window`` batches lines of similar widths (windows of that many batches; 1: random batches).
+``sort_window`` batches lines of similar widths (windows of that many batches; 1: random batches);
+``ema`` validates and keeps a moving average of the weights with that momentum (null: the last
+update's weights).
 
 The shipped files (:func:`shipped_configs`: ``small``, ``large`` = the two recognizer sizes of
 Wenniger et al. 2019, ``blstm`` = RETURNN's Fig. 1 bidirectional LSTM over the collapsed image) can be named
@@ -73,6 +75,8 @@ TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "anneal": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1),
                "a number in [0, 1) (fraction of the time limit) or null"),
     "sort_window": (_count, "a positive integer (batches per width-sorting window; 1: random batches)"),
+    "ema": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1),
+            "a number in [0, 1) (momentum of the weight average) or null"),
 }
 """Training parameters a config file may set: key -> (check, what it must be)."""
 

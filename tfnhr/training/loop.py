@@ -4,8 +4,9 @@ Wenniger et al. 2019, §VI: CTC loss, Adam (lr 0.005), gradient-norm clipping 10
 :class:`~tfnhr.training.callbacks.LearningRateHalving` on validation CER/WER (armed only once the
 model has left CTC's blank phase), at most 80 epochs, the best model kept; plus training-time
 augmentation (:mod:`tfnhr.data.augment`), with a time limit the learning rate annealed over its
-second half (:class:`~tfnhr.training.callbacks.TimeBudgetAnnealing`), and, optionally,
-validation every N updates.
+second half (:class:`~tfnhr.training.callbacks.TimeBudgetAnnealing`), a moving average of the
+weights validated and kept instead of the last update's (:mod:`tfnhr.training.averaging`), and,
+optionally, validation every N updates.
 
 Files written to ``out``:
 ``best.keras`` (lowest validation CER; written atomically), ``last.keras`` + ``state.json`` (after
@@ -48,6 +49,7 @@ from tfnhr.models.saving import load_recognizer
 from tfnhr.network.errors import NetworkConfigError
 from tfnhr.plots import plot_curves
 from tfnhr.precision import dtype_policy, mixed_policy_name
+from tfnhr.training.averaging import WeightAveraging
 from tfnhr.training.callbacks import (BestCheckpoint, EpochLog, LearningRateHalving, ResumeState,
                                       TimeBudgetAnnealing, TimeLimit, ValidationErrorRates)
 from tfnhr.training.options import TrainOptions
@@ -183,12 +185,15 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     ]
     annealing = ([TimeBudgetAnnealing(time_limit, options.anneal)]
                  if options.time_limit is not None and options.anneal is not None else [])
-    callbacks = hooks.callbacks([hooks.validation(val_set, options), *annealing, halving,
+    # The weight average goes first: validation, checkpoints and the halving see it.
+    averaging = [WeightAveraging(options.ema)] if options.ema is not None else []
+    callbacks = hooks.callbacks([*averaging, hooks.validation(val_set, options), *annealing, halving,
                                  *(writers if hooks.writes else []), time_limit])
     if options.verbose:
         every = f"every {options.validate_every} updates" if options.validate_every else "every epoch"
         print(f"training {options.network_source or options.preset} recognizer ({model.count_params():,} parameters, "
-              f"{len(charset)} characters) on {len(train_set)} {example_noun(options.kind)} (augmentation: {options.augment}), "
+              f"{len(charset)} characters) on {len(train_set)} {example_noun(options.kind)} (augmentation: {options.augment}, "
+              f"weight average: {'none' if options.ema is None else options.ema}), "
               f"batches of up to {options.batch_pixels:,} pixels, validating on {len(val_set)} {every}; "
               f"{fit_rounds['what']} {initial_epoch + 1}..{fit_rounds['epochs']}",
               flush=True)

@@ -15,7 +15,7 @@ CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gr
                  "batch_pixels": "batch_pixels", "schedule": "halve_on", "epochs": "epochs", "height": "height",
                  "seed": "seed", "augment": "augment", "validate_every": "validate_every",
                  "halve_start": "halve_start", "halve_patience": "halve_patience", "anneal": "anneal",
-                 "sort_window": "sort_window"}
+                 "sort_window": "sort_window", "ema": "ema"}
 """Training keys of a config file -> the :class:`TrainOptions` field they set."""
 
 MODEL_FIELDS = ("preset", "mdlstm_units", "conv_filters", "block", "dropout", "cell")
@@ -46,7 +46,9 @@ class TrainOptions:
     (:class:`~tfnhr.training.callbacks.TimeBudgetAnnealing`); ``None``: no annealing.
     ``sort_window``: form each training batch from lines of similar widths, sorted within
     windows of this many batches (:func:`~tfnhr.data.batches.similar_width_batches`); ``1``:
-    random batches. ``threads``: TensorFlow's intra- and inter-op threads for this process, set
+    random batches. ``ema``: validate, checkpoint and keep an exponential moving average of the
+    weights over the updates with this momentum (:class:`~tfnhr.training.averaging.WeightAveraging`);
+    ``None``: the last update's weights. ``threads``: TensorFlow's intra- and inter-op threads for this process, set
     when training starts if TensorFlow has not run an op yet (else its pools stay as they are);
     ``None`` (the default): this process's share of the cores it may use (all of them for one
     process, ``cores // local workers`` for a Horovod worker: :meth:`TrainingHooks.threads
@@ -85,6 +87,7 @@ class TrainOptions:
     validate_every: int | None = None
     anneal: float | None = 0.5
     sort_window: int = 1
+    ema: float | None = 0.99
     threads: int | None = None
     mixed_precision: bool = False
     seed: int = 0
