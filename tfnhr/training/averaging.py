@@ -15,9 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 WARM_UP = 10
-"""The momentum of update ``t`` (counted from the average's start) is at most ``(1 + t) / (WARM_UP
-+ t)``, so that the first updates are not drowned by the starting weights (as TensorFlow's
-``ExponentialMovingAverage(num_updates=...)``)."""
+"""The momentum's warm-up (:func:`momentum_at`): at the ``n``-th update it is at most ``n / (WARM_UP
+- 1 + n)``, so the first updates are not drowned by the starting weights (TensorFlow's
+``ExponentialMovingAverage(num_updates=t)`` caps it at ``(1 + t) / (10 + t)`` alike)."""
 
 
 def momentum_at(momentum: float, update: int) -> float:
