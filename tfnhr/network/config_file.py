@@ -54,6 +54,10 @@ def _count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+def _fraction_or_null(value) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1)
+
+
 def _optimizer(value) -> bool:
     name = value.get("class") if isinstance(value, dict) else value
     return isinstance(name, str) and name.lower() in OPTIMIZERS
@@ -72,11 +76,9 @@ TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "validate_every": (lambda v: v is None or _count(v), "a positive integer (updates) or null (every epoch)"),
     "halve_start": (lambda v: v is None or (_number(v) and v <= 1), "a number in (0, 1] or null"),
     "halve_patience": (_count, "a positive integer (validations)"),
-    "anneal": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1),
-               "a number in [0, 1) (fraction of the time limit) or null"),
+    "anneal": (_fraction_or_null, "a number in [0, 1) (fraction of the time limit) or null"),
     "sort_window": (_count, "a positive integer (batches per width-sorting window; 1: random batches)"),
-    "ema": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1),
-            "a number in [0, 1) (momentum of the weight average) or null"),
+    "ema": (_fraction_or_null, "a number in [0, 1) (momentum of the weight average) or null"),
 }
 """Training parameters a config file may set: key -> (check, what it must be)."""
 
