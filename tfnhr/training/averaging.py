@@ -57,6 +57,8 @@ class WeightAveraging(keras.callbacks.Callback):
     def on_train_begin(self, logs: dict | None = None) -> None:
         self.updates = 0
         self._trained = self._shown = None
+        if self._average is None:
+            self._average = [tf.Variable(tf.zeros(v.shape, tf.float32), trainable=False) for v in self._variables()]
 
     def _variables(self) -> list:
         return list(self.model.trainable_weights)
@@ -67,17 +69,11 @@ class WeightAveraging(keras.callbacks.Callback):
             average.assign(momentum * average + (1 - momentum) * tf.cast(variable, average.dtype))
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        self.updates += 1
-        if self._average is None:
-            self._average = [tf.Variable(tf.cast(v, tf.float32), trainable=False) for v in self._variables()]
-        elif self.updates == 1:
-            for average, variable in zip(self._average, self._variables()):
-                average.assign(tf.cast(variable, tf.float32))
-        else:
-            self._blend(tf.constant(momentum_at(self.momentum, self.updates), tf.float32))
+        self.updates += 1  # the first update's momentum is 0: the average starts as its weights
+        self._blend(tf.constant(momentum_at(self.momentum, self.updates), tf.float32))
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        if self._average is None:
+        if not self.updates:  # nothing averaged since the average (re)started
             return
         variables = self._variables()
         self._trained = [keras.ops.convert_to_numpy(v) for v in variables]
