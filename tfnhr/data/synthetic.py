@@ -43,7 +43,8 @@ FONT_SPLITS: dict[str, list[str]] = {
     "train": ["ComicNeue-Regular.otf", "ComicNeue-BoldItalic.otf", "ComicNeue-Light.otf",
               "DancingScript-Regular.otf", "DancingScript-Bold.otf", "dkg.ttf", "KaushanScript-Regular.otf",
               "SteveHand.ttf", "Delphine.ttf", "Ecolier-court.ttf", "femkeklaver.ttf", "KleeOne-Regular-ASCII.ttf",
-              "LeckerliOne-Regular.ttf"],
+              "LeckerliOne-Regular.ttf", "PenScriptSubset.ttf", "BrushScriptSubset.ttf", "SetoFont-ASCII.ttf",
+              "kiloji-ASCII.ttf", "Havana-Regular.otf", "LobsterTwo-Regular.otf", "Domestic_Manners.ttf"],
     "val": ["Breip.ttf", "Kristi.ttf"],
     "test": ["Rufscript010.ttf", "Purisa.otf"],
 }
