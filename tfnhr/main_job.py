@@ -7,8 +7,8 @@ Steps, all under ``--out`` (default ``runs/main``):
    validation and test; :mod:`tfnhr.data.synthetic`).
 2. ``lm.arpa``: a word 3-gram LM (modified Kneser-Ney) of the synthetic corpus's training text.
 3. ``model/``: :func:`tfnhr.training.train` (CTC, Adam 0.005, clipping 10, training-time
-   augmentation, no dropout (:data:`DROPOUT`), validation every 100 updates, LR halving on validation CER/WER once the model
-   reads), stopped by a time limit; ``model/best.keras`` is the best validation's model,
+   augmentation, no dropout (:data:`DROPOUT`), validation every 100 updates, LR halving on
+   validation CER/WER once the model reads), stopped by a time limit; ``model/best.keras`` is the best validation's model,
    ``model/curves.png`` its loss and validation CER.
 4. Validation and test CER/WER of the best model: greedy and beam search + LM, in all and per
    font; ``main.json``; a few test lines printed with their reference and recognition, and drawn
