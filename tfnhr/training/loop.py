@@ -166,6 +166,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     if hooks.writes:
         charset.save(out / "charset.json")
 
+    loaded_examples = len(train_set)
     train_set = drop_infeasible(train_set, charset, model.width_reduction)
     if options.batch_pixels is None:
         options = dataclasses.replace(options, batch_pixels=auto_batch_pixels(train_set.pixels()))
@@ -213,6 +214,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         "collapsed": collapse is not None,
         "stopped_by_time_limit": time_limit.stopped_early,
         "train_examples": len(train_set),
+        "train_dropped_too_narrow": loaded_examples - len(train_set),
         "val_examples": len(val_set),
         "batch_pixels": options.batch_pixels,
         "parameters": model.count_params(),
