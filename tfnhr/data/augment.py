@@ -12,8 +12,13 @@ An :class:`Augmenter` is deterministic per ``(seed, epoch, example)`` and thread
 pipeline per thread), so the data pipeline may augment in parallel threads
 (:func:`tfnhr.data.dataset.make_dataset`). Images keep tfnhr's on-disk convention
 (:mod:`tfnhr.data.images`): uint8 ``[H, W]``, dark ink on a light background; the output has the
-input's height ``H`` (a model with a fixed input height still fits) and at least its width (so an
-example that CTC could align before still can).
+input's height ``H`` (a model with a fixed input height still fits). Its width follows the
+distortions, narrower or wider, but never below the example's floor (``min_widths``: the fewest
+columns with which CTC can still align its text, :func:`tfnhr.data.samples.ctc_min_widths`);
+without floors it keeps at least the input's width. (An earlier version always kept the input's
+width, which undid every horizontal squeeze and the height jitter's narrowing: training then
+only ever saw lines as wide as rendered or wider, never the tighter hands that validation
+showed.)
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -110,15 +116,18 @@ class Augmenter:
     Args:
       level: "light", "default" or "strong".
       seed: the run's seed.
+      min_widths: per example index, the fewest columns its output may have (px; e.g.
+        :func:`tfnhr.data.samples.ctc_min_widths`); ``None``: the input's width.
 
     Call it as ``augmenter(gray, epoch, index)`` with a uint8 ``[H, W]`` image (dark ink on light
-    paper); it returns a new uint8 ``[H, W']`` image with ``W' >= W``.
+    paper); it returns a new uint8 ``[H, W']`` image with ``W' >= min_widths[index]`` (or ``W``).
     """
 
-    def __init__(self, level: str = "default", seed: int = 0) -> None:
+    def __init__(self, level: str = "default", seed: int = 0, min_widths: Sequence[int] | None = None) -> None:
         if level not in LEVELS:
             raise ValueError(f"augmentation level must be one of {tuple(LEVELS)} (or none), got {level!r}")
         self.level, self.seed, self.strength = level, seed, LEVELS[level]
+        self.min_widths = None if min_widths is None else np.asarray(min_widths, np.int64)
         self._local = threading.local()
 
     def __repr__(self) -> str:
@@ -137,15 +146,16 @@ class Augmenter:
         compose.set_random_seed(int(np.random.SeedSequence([self.seed, epoch, index]).generate_state(1)[0]))
         ink = compose(image=255 - gray)["image"]
         height, width = gray.shape
-        new_width = max(width, round(ink.shape[1] * height / ink.shape[0]))
+        floor = width if self.min_widths is None else max(1, int(self.min_widths[index]))
+        new_width = max(floor, round(ink.shape[1] * height / ink.shape[0]))
         if ink.shape != (height, new_width):
             ink = cv2.resize(ink, (new_width, height), interpolation=cv2.INTER_AREA)
         return 255 - ink
 
 
-def make_augmenter(level: str, seed: int) -> Augmenter | None:
-    """The :class:`Augmenter` of ``level`` (one of :data:`tfnhr.choices.AUGMENT_LEVELS`); ``None``
-    for "none"."""
+def make_augmenter(level: str, seed: int, min_widths: Sequence[int] | None = None) -> Augmenter | None:
+    """The :class:`Augmenter` of ``level`` (one of :data:`tfnhr.choices.AUGMENT_LEVELS`) with the
+    examples' ``min_widths``; ``None`` for "none"."""
     if level not in AUGMENT_LEVELS:
         raise ValueError(f"augment must be one of {AUGMENT_LEVELS}, got {level!r}")
-    return None if level == "none" else Augmenter(level, seed)
+    return None if level == "none" else Augmenter(level, seed, min_widths)

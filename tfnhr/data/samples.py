@@ -6,7 +6,8 @@
   unreadable images and empty transcriptions, **counting** them in a warning
   (:func:`read_images` yields them one at a time, for streaming). Training data is small next
   to memory: IAM's 6161 lines at 64 px height are ~0.35 GB.
-* :func:`drop_infeasible` drops (and counts) examples too narrow for CTC to emit their text.
+* :func:`drop_infeasible` drops (and counts) examples too narrow for CTC to emit their text;
+  :func:`ctc_min_widths` gives each example's narrowest feasible width.
 """
 
 from __future__ import annotations
@@ -102,14 +103,21 @@ def ctc_frames_needed(label: Sequence[int]) -> int:
     return len(label) + sum(1 for a, b in zip(label, label[1:]) if a == b)
 
 
+def ctc_min_widths(data: TextImageSet, charset: Charset, width_reduction: int) -> list[int]:
+    """Per example, the narrowest image width (px) at which CTC can still emit its text:
+    :func:`ctc_frames_needed` output columns of ``width_reduction`` input columns each (the
+    floor an augmentation that narrows images keeps, :class:`tfnhr.data.augment.Augmenter`)."""
+    return [width_reduction * ctc_frames_needed(charset.encode(text, count_unknown=False)) for text in data.texts]
+
+
 def drop_infeasible(data: TextImageSet, charset: Charset, width_reduction: int,
                     what: str = "training data") -> TextImageSet:
     """Drop examples too narrow for CTC to emit their text (``ceil(W / width_reduction)``
     columns < :func:`ctc_frames_needed`), with a counted warning; such examples have infinite
     loss and would turn the gradients into NaN."""
-    keep = [i for i, (image, text) in enumerate(zip(data.images, data.texts))
-            if -(-image.shape[1] // width_reduction)
-            >= ctc_frames_needed(charset.encode(text, count_unknown=False))]  # counted where labels are made
+    # ceil(W / r) >= frames  <=>  W > r * (frames - 1)
+    keep = [i for i, (image, floor) in enumerate(zip(data.images, ctc_min_widths(data, charset, width_reduction)))
+            if image.shape[1] > floor - width_reduction]
     if len(keep) < len(data):
         dropped = [data.ids[i] for i in sorted(set(range(len(data))) - set(keep))]
         warnings.warn(f"{what}: dropped {len(dropped)} of {len(data)} examples too narrow for their "

@@ -40,7 +40,7 @@ from tfnhr.charset import Charset
 from tfnhr.data.augment import make_augmenter
 from tfnhr.data.batches import auto_batch_pixels
 from tfnhr.data.dataset import Augment, make_dataset
-from tfnhr.data.samples import TextImageSet, drop_infeasible
+from tfnhr.data.samples import TextImageSet, ctc_min_widths, drop_infeasible
 from tfnhr.data.sources import load_data_subset
 from tfnhr.models.config_network import build_config_network
 from tfnhr.models.ctc_model import CtcModel
@@ -172,7 +172,8 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         options = dataclasses.replace(options, batch_pixels=auto_batch_pixels(train_set.pixels()))
     initial_epoch = state["epoch"] if state else 0
     train_data = hooks.train_data(train_set, charset, options, initial_epoch,
-                                  augment=make_augmenter(options.augment, options.seed))
+                                  augment=make_augmenter(options.augment, options.seed,
+                                                         ctc_min_widths(train_set, charset, model.width_reduction)))
     fit_rounds = _rounds(train_data, options, initial_epoch)
     halving = LearningRateHalving(options.halve_on, initial_state=state and state["halving"],
                                   best_weights=best_weights, start_below=options.halve_start,

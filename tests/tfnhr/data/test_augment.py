@@ -1,5 +1,5 @@
 """Training-time augmentation (:mod:`tfnhr.data.augment`): determinism per (seed, epoch, example),
-thread safety, the image contract (height kept, width not shrunk, uint8 dark-on-light), geometry
+thread safety, the image contract (height kept, width not below its floor, uint8 dark-on-light), geometry
 bounds that keep a label readable (ink kept, left-to-right order kept, nothing cut off), and the
 wiring into :func:`tfnhr.data.dataset.make_dataset`."""
 
@@ -66,6 +66,23 @@ def test_height_kept_width_not_shrunk_dark_ink_on_light_paper(level):
             assert out.dtype == np.uint8 and out.ndim == 2
             assert out.shape[0] == image.shape[0] and out.shape[1] >= image.shape[1]
             assert np.median(out) > 150 and out.min() < np.median(out) - 60  # paper stays light, ink dark
+
+
+@pytest.mark.parametrize("level", sorted(LEVELS))
+def test_with_floors_lines_also_narrow_but_never_below_their_floor(level):
+    """Given per-example floors, the squeezes and the height jitter (padding, and the height a
+    rotation adds) narrow lines too, by varying amounts, and no output is narrower than its floor."""
+    images = _lines(3)
+    floors = [int(0.9 * image.shape[1]) for image in images]
+    augmenter = Augmenter(level, seed=2, min_widths=floors)
+    ratios = []
+    for index, image in enumerate(images):
+        for epoch in range(12):
+            out = augmenter(image, epoch, index)
+            assert out.shape[0] == image.shape[0] and out.shape[1] >= floors[index]
+            ratios.append(out.shape[1] / image.shape[1])
+    assert min(ratios) < 0.97 and max(ratios) - min(ratios) > 0.04
+    assert any(abs(ratio - 0.9) < 0.01 for ratio in ratios)  # the floor binds somewhere
 
 
 @pytest.mark.parametrize("level", sorted(LEVELS))

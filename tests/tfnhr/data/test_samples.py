@@ -14,7 +14,7 @@ from PIL import Image
 from tests.helpers.images import random_gray as _gray
 from tests.helpers.recorded_warnings import caught as _caught
 from tfnhr.charset import Charset
-from tfnhr.data.samples import Sample, TextImageSet, ctc_frames_needed, drop_infeasible, load_set
+from tfnhr.data.samples import Sample, TextImageSet, ctc_frames_needed, ctc_min_widths, drop_infeasible, load_set
 
 
 # ----------------------------------------------------------------- CTC feasibility
@@ -63,6 +63,18 @@ def test_drop_infeasible_drops_exactly_the_too_narrow():
     with pytest.raises(ValueError, match="too narrow"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         drop_infeasible(data.subset([2, 4]), charset, 4)
+
+
+def test_ctc_min_widths_are_feasible_and_a_block_narrower_is_not():
+    charset, texts = Charset("ab"), ["aa", "ab", "a", "aXa", "abba"]
+    floors = ctc_min_widths(TextImageSet([_gray(3, 1)] * len(texts), texts, texts), charset, 4)
+    assert floors == [12, 8, 4, 12, 20]
+    at_floor = TextImageSet([_gray(3, w) for w in floors], texts, texts)
+    assert _caught(drop_infeasible, at_floor, charset, 4)[0].ids == texts
+    a_block_less = TextImageSet([_gray(3, w - 4) for w in floors if w > 4], texts[:2] + texts[3:], texts[:2] + texts[3:])
+    with pytest.raises(ValueError, match="too narrow"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        drop_infeasible(a_block_less, charset, 4)
 
 
 def test_load_set_skips_bad_samples_with_one_counted_warning(tmp_path):
