@@ -7,16 +7,18 @@ fonts, scaled to ``--height`` px keeping the aspect, as ``tfnhr train --height``
 1. **augmentation alone**: :class:`tfnhr.data.augment.Augmenter` of each level (light, default,
    strong) called on every line in turn in this process's main thread (one thread; OpenCV's own
    pool is whatever the process may use, so pin the cores with ``taskset``): lines/s, and how
-   much wider the augmented lines are (pixels out / pixels in: the wider images also cost the
-   model more). The levels run interleaved, ``--rounds`` timed rounds after one untimed one (it
-   builds each thread's pipeline), each round a new epoch number (new draws).
+   much wider or narrower the augmented lines are (pixels out / pixels in: the size of the
+   images the model then trains on), with each line's CTC floor as training passes it. The
+   levels run interleaved, ``--rounds`` timed rounds after one untimed one (it builds each
+   thread's pipeline), each round a new epoch number (new draws).
 2. **training throughput**: ``tfnhr.models.build_recognizer(charset, None, None, ((2, 2), (2,
    2)), 0.25, "leaky_lp", preset="small", input_height=H)`` compiled with
    ``make_optimizer("adam", 0.005, 10.0)`` (``tfnhr train``'s defaults), trained with
    ``model.fit(dataset.repeat(), steps_per_epoch=--steps, epochs=1)`` (default 24 steps) on
    :func:`tfnhr.data.dataset.make_dataset` batches (``--batch-pixels``, shuffled) with
-   ``augment=None`` ("plain") and with ``augment=Augmenter("default", 0)`` ("augmented"). One
-   model serves both (the step's cost does not depend on the weights); each dataset gets a
+   ``augment=None`` ("plain") and with ``augment=Augmenter("default", 0, floors)``
+   ("augmented"; the floors of ``ctc_min_widths``, as ``tfnhr train`` passes them). One model
+   serves both (the step's cost does not depend on the weights); each dataset gets a
    warm-up fit of 2 steps first (tracing, the generator's start), then the two alternate in each
    of ``--rounds`` rounds. Lines per step = lines / the dataset's cardinality (batches per
    epoch); throughput = steps x lines per step / wall seconds of the fit. Both datasets use the
@@ -47,6 +49,9 @@ import sys
 import _harness
 
 LEVELS = ("light", "default", "strong")
+SMALL_WIDTH_REDUCTION = 4
+"""Input columns per output column of the ``small`` preset's 2x2, 2x2 blocks: sets the lines'
+augmentation floors (``ctc_min_widths``) as ``tfnhr train`` does."""
 
 
 def spread(values: list[float]) -> dict:
@@ -65,12 +70,13 @@ def make_lines(count: int, seed: int, height: int):
                         texts=[text for _, text in rendered], ids=[f"synth-{i:05d}" for i in range(count)])
 
 
-def augmentation_alone(data, rounds: int, seed: int) -> dict:
-    """Lines/s of one thread per level (:data:`LEVELS`), interleaved; and pixel growth."""
+def augmentation_alone(data, floors: list[int], rounds: int, seed: int) -> dict:
+    """Lines/s of one thread per level (:data:`LEVELS`), interleaved; and pixel growth.
+    ``floors``: each line's narrowest width (px), as training passes them."""
     from tfnhr.data.augment import Augmenter
 
     pixels_in = int(data.pixels().sum())
-    augmenters = {level: Augmenter(level, seed) for level in LEVELS}
+    augmenters = {level: Augmenter(level, seed, floors) for level in LEVELS}
     pixels_out = {level: [] for level in LEVELS}
     times = {level: _harness.Times() for level in LEVELS}
     for epoch in range(1 + rounds):  # epoch 0 untimed; every round draws anew, the same for every level
@@ -94,7 +100,7 @@ def training(data, charset, args) -> dict:
     """Lines/s of ``model.fit`` without and with the default augmentation, alternating."""
     from tfnhr.data.augment import Augmenter
     from tfnhr.data.dataset import make_dataset
-    from tfnhr.data.samples import drop_infeasible
+    from tfnhr.data.samples import ctc_min_widths, drop_infeasible
     from tfnhr.models import build_recognizer
     from tfnhr.training.loop import make_optimizer
 
@@ -104,7 +110,8 @@ def training(data, charset, args) -> dict:
     data = drop_infeasible(data, charset, model.width_reduction)
     datasets = {"plain": make_dataset(data, charset, args.batch_pixels, shuffle=True, seed=0, augment=None),
                 "augmented": make_dataset(data, charset, args.batch_pixels, shuffle=True, seed=0,
-                                          augment=Augmenter("default", 0))}
+                                          augment=Augmenter("default", 0, ctc_min_widths(data, charset,
+                                                                                         model.width_reduction)))}
     batches = int(datasets["plain"].cardinality())
     lines_per_step = len(data) / batches
     repeated = {name: dataset.repeat() for name, dataset in datasets.items()}
@@ -132,12 +139,13 @@ def training(data, charset, args) -> dict:
 def measure(args: argparse.Namespace) -> dict:
     _harness.set_threads(args.threads)
     from tfnhr.charset import Charset
+    from tfnhr.data.samples import ctc_min_widths
 
     _harness.log(f"rendering {args.lines} lines ...")
     data = make_lines(args.lines, args.seed, args.height)
     charset = Charset.from_texts(data.texts)
     _harness.log("augmentation alone ...")
-    alone = augmentation_alone(data, args.rounds, args.seed)
+    alone = augmentation_alone(data, ctc_min_widths(data, charset, SMALL_WIDTH_REDUCTION), args.rounds, args.seed)
     trained = training(data, charset, args)
     report = {"lines": len(data), "height": args.height, "pixels": int(data.pixels().sum()),
               "threads": args.threads, "rounds": args.rounds, "seed": args.seed,
