@@ -85,7 +85,8 @@ def test_train_evaluate_and_recognize_on_pages(pages, tmp_path, capsys):
     assert main(["train", "--data", str(pages), "--out", str(run), "--epochs", "1", "--quiet", *TINY_MODEL]) == 0
     summary = json.loads((run / "summary.json").read_text())
     # lines too narrow for the tiny model's 4x width reduction are dropped and counted
-    assert summary["train_examples"] + summary["train_dropped_too_narrow"] == sum(len(read_layout(p).lines) for p in (pages / "train").rglob("s*.xml"))
+    written = sum(len(read_layout(p).lines) for p in (pages / "train").rglob("s*.xml"))
+    assert summary["train_examples"] + summary["train_dropped_too_narrow"] == written
     assert summary["val_examples"] == len(read_layout(pages / "valid" / "alto" / "v0000.xml").lines)
     capsys.readouterr()
     assert main(["evaluate", "--data", str(pages), "--kind", "pages", "--subset", "test",
