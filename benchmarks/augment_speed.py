@@ -49,9 +49,6 @@ import sys
 import _harness
 
 LEVELS = ("light", "default", "strong")
-SMALL_WIDTH_REDUCTION = 4
-"""Input columns per output column of the ``small`` preset's 2x2, 2x2 blocks: sets the lines'
-augmentation floors (``ctc_min_widths``) as ``tfnhr train`` does."""
 
 
 def spread(values: list[float]) -> dict:
@@ -96,17 +93,23 @@ def augmentation_alone(data, floors: list[int], rounds: int, seed: int) -> dict:
     return result
 
 
-def training(data, charset, args) -> dict:
-    """Lines/s of ``model.fit`` without and with the default augmentation, alternating."""
-    from tfnhr.data.augment import Augmenter
-    from tfnhr.data.dataset import make_dataset
-    from tfnhr.data.samples import ctc_min_widths, drop_infeasible
+def small_recognizer(charset, height: int):
+    """The ``small`` preset on 2x2, 2x2 blocks, compiled as ``tfnhr train`` compiles it."""
     from tfnhr.models import build_recognizer
     from tfnhr.training.loop import make_optimizer
 
     model = build_recognizer(charset, None, None, ((2, 2), (2, 2)), 0.25, "leaky_lp", preset="small",
-                             input_height=args.height)
+                             input_height=height)
     model.compile(optimizer=make_optimizer("adam", 0.005, 10.0))
+    return model
+
+
+def training(data, charset, model, args) -> dict:
+    """Lines/s of ``model.fit`` without and with the default augmentation, alternating."""
+    from tfnhr.data.augment import Augmenter
+    from tfnhr.data.dataset import make_dataset
+    from tfnhr.data.samples import ctc_min_widths, drop_infeasible
+
     data = drop_infeasible(data, charset, model.width_reduction)
     datasets = {"plain": make_dataset(data, charset, args.batch_pixels, shuffle=True, seed=0, augment=None),
                 "augmented": make_dataset(data, charset, args.batch_pixels, shuffle=True, seed=0,
@@ -144,9 +147,10 @@ def measure(args: argparse.Namespace) -> dict:
     _harness.log(f"rendering {args.lines} lines ...")
     data = make_lines(args.lines, args.seed, args.height)
     charset = Charset.from_texts(data.texts)
+    model = small_recognizer(charset, args.height)
     _harness.log("augmentation alone ...")
-    alone = augmentation_alone(data, ctc_min_widths(data, charset, SMALL_WIDTH_REDUCTION), args.rounds, args.seed)
-    trained = training(data, charset, args)
+    alone = augmentation_alone(data, ctc_min_widths(data, charset, model.width_reduction), args.rounds, args.seed)
+    trained = training(data, charset, model, args)
     report = {"lines": len(data), "height": args.height, "pixels": int(data.pixels().sum()),
               "threads": args.threads, "rounds": args.rounds, "seed": args.seed,
               "augmentation_alone": alone, "training": trained}
