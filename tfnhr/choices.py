@@ -81,3 +81,6 @@ SHIPPED_CONFIGS = Path(__file__).parent / "network" / "configs"
 def shipped_configs() -> list[str]:
     """Names of the config files that come with tfnhr (``small``, ``large``, ...)."""
     return sorted(path.stem for path in SHIPPED_CONFIGS.glob("*.json"))
+
+ENSEMBLE_WIDTHS = (0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4)
+"""Factors of an image's width that ``--widths default`` reads it at (:mod:`tfnhr.width_ensemble`)."""

@@ -9,12 +9,14 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tfnhr.charset import Charset
 from tfnhr.choices import DEFAULT_BATCH_PIXELS
 from tfnhr.data.samples import TextImageSet
 from tfnhr.decoding import Decoder
 from tfnhr.inference import Transcriber
 from tfnhr.metrics import rates_of_counts, summed_error_counts
 from tfnhr.models.ctc_model import CtcModel
+from tfnhr.width_ensemble import agreed_texts
 
 
 @dataclasses.dataclass
@@ -30,10 +32,19 @@ class EvaluationRow:
 def evaluate(scores: Sequence[np.ndarray], references: Sequence[str],
              decoders: Mapping[str, Decoder]) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
     """CER/WER of each decoder on the same scores; also returns each decoder's transcriptions."""
+    return evaluate_widths([scores], references, decoders)
+
+
+def evaluate_widths(width_scores: Sequence[Sequence[np.ndarray]], references: Sequence[str],
+                    decoders: Mapping[str, Decoder], charset: Charset | None = None
+                    ) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
+    """:func:`evaluate` of a width ensemble: ``width_scores`` per width, per image ``[T, C]``;
+    each decoder's texts are those the widths agree on (:func:`tfnhr.width_ensemble.agreed_texts`;
+    ``charset`` needed with more than one width)."""
     rows, transcriptions = [], {}
     for name, decoder in decoders.items():
         started = time.perf_counter()
-        hypotheses = decoder.decode_batch(scores)
+        hypotheses = agreed_texts(decoder, width_scores, charset)
         seconds = time.perf_counter() - started
         rows.append(EvaluationRow(name, *rates_of_counts(summed_error_counts(references, hypotheses)), seconds))
         transcriptions[name] = hypotheses
@@ -49,6 +60,9 @@ def format_table(rows: Sequence[EvaluationRow]) -> str:
 
 
 def evaluate_set(model: CtcModel, data: TextImageSet, decoders: Mapping[str, Decoder],
-                 batch_pixels: int = DEFAULT_BATCH_PIXELS) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
-    """:func:`evaluate` of the decoders on ``model``'s scores of ``data``'s images against its texts."""
-    return evaluate(Transcriber(model, batch_pixels=batch_pixels).scores(data.images), data.texts, decoders)
+                 batch_pixels: int = DEFAULT_BATCH_PIXELS, widths: Sequence[float] = (1.0,)
+                 ) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
+    """:func:`evaluate` of the decoders on ``model``'s scores of ``data``'s images against its
+    texts; with several ``widths`` (factors of the image widths) through the width ensemble."""
+    width_scores = Transcriber(model, batch_pixels=batch_pixels, widths=widths).width_scores(data.images)
+    return evaluate_widths(width_scores, data.texts, decoders, model.charset)

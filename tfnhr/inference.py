@@ -4,6 +4,8 @@ the main job and notebooks).
 
 Images are uint8 gray ``[H_i, W_i]`` (0 = ink), any size; they are scaled to the model's
 ``input_height`` (if it has one) and run in batches of at most ``batch_pixels`` pixels, in order.
+With several ``widths`` each image is also read at those factors of its width and the texts
+agreed on are kept (:mod:`tfnhr.width_ensemble`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tfnhr.data.dataset import ragged_batch
 from tfnhr.data.images import scale_to_height
 from tfnhr.decoding import Decoder, GreedyDecoder, log_softmax
 from tfnhr.models.ctc_model import CtcModel
+from tfnhr.width_ensemble import agreed_readings, check_widths, scale_width
 
 
 def confidence(scores: np.ndarray) -> float:
@@ -37,13 +40,16 @@ class Transcriber:
       model: a trained :class:`~tfnhr.models.CtcModel`.
       decoder: how scores become text (:func:`tfnhr.decoding.make_decoder`); default greedy.
       batch_pixels: pixel budget of one model call (an image larger than it runs alone).
+      widths: factors of each image's width to read it at (one model call each); with more than
+        ``(1.0,)`` the texts are those the widths agree on (:func:`~tfnhr.width_ensemble.agreed_readings`),
+        their confidence and alignment from the width that read them best.
     """
 
     def __init__(self, model: CtcModel, decoder: Decoder | None = None,
-                 batch_pixels: int = DEFAULT_BATCH_PIXELS) -> None:
+                 batch_pixels: int = DEFAULT_BATCH_PIXELS, widths: Sequence[float] = (1.0,)) -> None:
         if batch_pixels < 1:
             raise ValueError(f"the pixel budget must be positive, got {batch_pixels}")
-        self.model, self.batch_pixels = model, batch_pixels
+        self.model, self.batch_pixels, self.widths = model, batch_pixels, check_widths(widths)
         self.decoder = decoder if decoder is not None else GreedyDecoder(model.charset)
 
     def batches(self, grays: Sequence[np.ndarray]) -> Iterator[tuple[list[int], tf.RaggedTensor]]:
@@ -62,21 +68,34 @@ class Transcriber:
                 scores[index] = tf.cast(example_scores, tf.float32).numpy()  # mixed precision: float32
         return scores
 
+    def width_scores(self, grays: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
+        """Per factor of :attr:`widths`, the :meth:`scores` of the images resized to it."""
+        return [self.scores([scale_width(gray, width) for gray in grays]) for width in self.widths]
+
+    def texts_and_scores(self, grays: Sequence[np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
+        """Per image, in order: its decoded text (the widths' agreed text with several
+        :attr:`widths`) and the column scores it was read from."""
+        width_scores = self.width_scores(grays)
+        width_texts = [self.decoder.decode_batch(scores) for scores in width_scores]
+        if len(self.widths) == 1:
+            return width_texts[0], width_scores[0]
+        texts, readers = agreed_readings(width_scores, width_texts, self.model.charset)
+        return texts, [width_scores[reader][i] for i, reader in enumerate(readers)]
+
     def transcribe(self, grays: Sequence[np.ndarray]) -> list[str]:
         """One decoded text per image, in order."""
-        return self.decoder.decode_batch(self.scores(grays))
+        return self.texts_and_scores(grays)[0]
 
     def read(self, grays: Sequence[np.ndarray]) -> list[Reading]:
         """A :class:`Reading` per image, in order; spans are in the pixel columns of the images
-        as given (before scaling to the model's height)."""
-        scores = self.scores(grays)
+        as given (before scaling to the model's height or a width factor)."""
         readings = []
-        for gray, example_scores, text in zip(grays, scores, self.decoder.decode_batch(scores)):
+        for gray, text, example_scores in zip(grays, *self.texts_and_scores(grays)):
             alignment = align(example_scores, self.model.charset, gray.shape[1])
             readings.append(Reading(text, confidence(example_scores), alignment if alignment.text == text else None))
         return readings
 
     def recognize(self, grays: Sequence[np.ndarray]) -> list[tuple[str, float]]:
         """``(text, confidence)`` per image, in order (:func:`confidence` of its scores)."""
-        scores = self.scores(grays)
-        return list(zip(self.decoder.decode_batch(scores), map(confidence, scores)))
+        texts, scores = self.texts_and_scores(grays)
+        return list(zip(texts, map(confidence, scores)))

@@ -10,9 +10,10 @@ Steps, all under ``--out`` (default ``runs/main``):
    augmentation, no dropout (:data:`DROPOUT`), validation every 100 updates, LR halving on
    validation CER/WER once the model reads), stopped by a time limit; ``model/best.keras`` is the best validation's model,
    ``model/curves.png`` its loss and validation CER.
-4. Validation and test CER/WER of the best model: greedy and beam search + LM, in all and per
-   font; ``main.json``; a few test lines printed with their reference and recognition, and drawn
-   in ``samples.png``.
+4. Validation and test CER/WER of the best model: greedy and beam search + LM, each reading a
+   line once and with the width ensemble (:mod:`tfnhr.width_ensemble`), in all and per font;
+   ``main.json``; a few test lines printed with their reference and recognition, and drawn in
+   ``samples.png``.
 
 Training runs in this process on every core (the compiled MDLSTM scan runs its four directions
 on TensorFlow's intra-op threads). ``--workers N`` trains N single-threaded Horovod workers
@@ -32,7 +33,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tfnhr.choices import AUGMENT_LEVELS, MODEL_PRESETS
+from tfnhr.choices import AUGMENT_LEVELS, ENSEMBLE_WIDTHS, MODEL_PRESETS
 from tfnhr.data import synthetic
 from tfnhr.data.samples import TextImageSet
 from tfnhr.data.sources import load_data_subset
@@ -60,6 +61,9 @@ BUDGET_PIXELS_PER_LINE = 13_000
 """About how much of a batch's pixel budget one 32-px synthetic line takes (its ~11,300 pixels
 and its share of the packing's skew and gaps): 150,000 px hold about 11 lines. Turns the
 validation interval from lines into updates."""
+
+ENSEMBLE_NAME = f"{len(ENSEMBLE_WIDTHS)} widths"
+"""How the width ensemble's rows are marked in the tables and ``main.json``."""
 
 SAMPLE_LINES = 8
 """Test lines shown in ``samples.png`` (the first few also printed)."""
@@ -172,12 +176,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def evaluate_subset(model: CtcModel, data: Path, subset: str, lm_path: Path, out: Path) -> list[dict]:
     """Print and return the greedy and beam+LM CER/WER of the model on ``subset`` (the table
-    ``tfnhr evaluate`` prints), each row with its CER per font (``"cer_by_font"``: font file ->
+    ``tfnhr evaluate`` prints), read once and with the width ensemble
+    (:data:`~tfnhr.choices.ENSEMBLE_WIDTHS`, rows named ``"greedy, 7 widths"`` etc.), each row
+    with its CER per font (``"cer_by_font"``: font file ->
     CER, from the set's :data:`~tfnhr.data.synthetic.FONTS_FILE`); the JSON table is kept in
     ``out``."""
     decoders = {name: make_decoder(name, model.charset, lm=lm_path) for name in ("greedy", "beam+lm")}
     examples = load_data_subset(data, subset)
     rows, transcriptions = evaluate_set(model, examples, decoders)
+    ensemble_rows, ensemble_transcriptions = evaluate_set(model, examples, decoders, widths=ENSEMBLE_WIDTHS)
+    for row in ensemble_rows:
+        transcriptions[f"{row.decoder}, {ENSEMBLE_NAME}"] = ensemble_transcriptions[row.decoder]
+        row.decoder = f"{row.decoder}, {ENSEMBLE_NAME}"
+    rows += ensemble_rows
     fonts = synthetic.read_fonts(data)
     lines_of_font: dict[str, list[int]] = {}
     for index, example_id in enumerate(examples.ids):

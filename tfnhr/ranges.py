@@ -103,6 +103,8 @@ NONNEGATIVE = Range(0)
 """Zero or more (a wait)."""
 PORT = Range(0, 65535, integer=True)
 """A TCP port; 0 lets the system choose a free one."""
+WIDTH_FACTOR = Range(0.1, 10)
+"""A factor of an image's width (the width ensemble's ``--widths``)."""
 PROBABILITY_BELOW_ONE = Range(0, 1, high_open=True)
 """Dropout and similar rates: 1 would drop everything."""
 

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tfnhr.choices import DATA_KINDS, DECODERS
-from tfnhr.ranges import COUNT, Range
+from tfnhr.choices import DATA_KINDS, DECODERS, ENSEMBLE_WIDTHS
+from tfnhr.ranges import COUNT, WIDTH_FACTOR, Range, each
 
 USER_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, ValueError)
 """What a command reports as one line with exit status 2 (bad input, not a bug)."""
@@ -81,6 +81,21 @@ def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beta", type=Range().type, default=1.0, help="word insertion bonus")
     parser.add_argument("--closed-vocabulary", action="store_true",
                         help="only words of the LM's vocabulary may be output")
+    parser.add_argument("--widths", type=width_factors, default=(1.0,), metavar="F1,F2,...|default",
+                        help="read each image also at these factors of its width (one model call each) and keep "
+                             "the text the widths agree on (summed CTC likelihood); 'default': "
+                             + ",".join(f"{w:g}" for w in ENSEMBLE_WIDTHS) + "; 1: read once")
+
+
+def width_factors(text: str) -> tuple[float, ...]:
+    """``--widths``: ``"default"`` (:data:`tfnhr.choices.ENSEMBLE_WIDTHS`) or distinct
+    comma-separated factors in :data:`tfnhr.ranges.WIDTH_FACTOR`."""
+    if text.strip().lower() == "default":
+        return ENSEMBLE_WIDTHS
+    widths = each(WIDTH_FACTOR)(text)
+    if len(set(widths)) != len(widths):
+        raise argparse.ArgumentTypeError(f"expected distinct width factors, got {text!r}")
+    return tuple(float(width) for width in widths)
 
 
 def add_decoder_choice(parser: argparse.ArgumentParser) -> None:

@@ -74,7 +74,7 @@ def _transcriber(args: argparse.Namespace):
     from tfnhr.models import load_recognizer
 
     model = load_recognizer(args.model)
-    return Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels)
+    return Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels, args.widths)
 
 
 def run_pages(args: argparse.Namespace) -> int:

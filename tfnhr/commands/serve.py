@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from tfnhr.service.http import Capacity, Limits, RecognitionServer
 
     model = load_recognizer(args.model)
-    transcriber = Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels)
+    transcriber = Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels, args.widths)
     access_log = open(args.access_log, "a", encoding="utf-8") if args.access_log else sys.stderr
     # Image headers are checked against the limits before decoding; this is PIL's own backstop.
     Image.MAX_IMAGE_PIXELS = max(args.max_height * args.max_width, args.max_page_height * args.max_page_width)

@@ -13,13 +13,16 @@ import pytest
 from PIL import Image
 
 from tfnhr.charset import Charset
+from tfnhr.choices import ENSEMBLE_WIDTHS
 from tfnhr.cli import main
 from tfnhr.data import synthetic
 from tfnhr.data.images import load_gray
 from tfnhr.data.samples import TextImageSet
+from tfnhr.data.sources import load_data_subset
 from tfnhr.data.dataset import make_dataset
 from tfnhr.decoding import greedy_decode_batch
 from tfnhr.inference import Transcriber
+from tfnhr.metrics import error_rate
 from tfnhr.models import build_recognizer
 from tests.helpers.environment import VENV_BIN
 from tests.helpers.tiny_models import TINY_MODEL
@@ -109,6 +112,21 @@ def test_evaluate_prints_greedy_and_lm_rows(workspace, capsys):
     rows = json.loads(out.read_text())
     assert [row["decoder"] for row in rows] == ["greedy", "beam+lm"]
     assert all(0 <= row["cer"] and 0 <= row["wer"] for row in rows)
+
+
+@pytest.mark.slow
+def test_evaluate_and_recognize_with_a_width_ensemble(workspace, tmp_path, capsys):
+    model_path, out = workspace / "run" / "best.keras", tmp_path / "eval.json"
+    assert main(["evaluate", "--model", str(model_path), "--data", str(workspace / "synth"), "--subset", "val",
+                 "--widths", "0.9,1,1.2", "--json", str(out)]) == 0
+    model = keras.models.load_model(model_path)
+    data = load_data_subset(workspace / "synth", "val")
+    expected = Transcriber(model, widths=(0.9, 1.0, 1.2)).transcribe(data.images)
+    assert json.loads(out.read_text())[0]["cer"] == pytest.approx(error_rate(data.texts, expected))
+    image = next((workspace / "synth" / "lines").rglob("*.png"))
+    capsys.readouterr()
+    assert main(["recognize", "--model", str(model_path), str(image), "--widths", "default", "--format", "text"]) == 0
+    assert capsys.readouterr().out == Transcriber(model, widths=ENSEMBLE_WIDTHS).transcribe([load_gray(image)])[0] + "\n"
 
 
 @pytest.mark.subprocess

@@ -1,0 +1,107 @@
+"""The width ensemble (:mod:`tfnhr.width_ensemble`): CTC likelihoods against a brute-force sum
+over every alignment, the choice of the agreed text, and the ensemble through
+:class:`~tfnhr.inference.Transcriber` against the model run at each width by hand."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import numpy as np
+import pytest
+
+from tfnhr.charset import Charset
+from tfnhr.commands.common import width_factors
+from tfnhr.decoding import greedy_decode
+from tfnhr.inference import Transcriber
+from tfnhr.models import build_recognizer
+from tfnhr.width_ensemble import agreed_readings, best_candidate, check_widths, ctc_log_likelihoods, scale_width
+
+CHARSET = Charset("ab")
+
+
+def brute_force_log_likelihood(scores: np.ndarray, text: str) -> float:
+    """log of the summed probability of every column path that collapses to ``text``."""
+    probabilities = np.exp(scores - np.logaddexp.reduce(scores, axis=1, keepdims=True))
+    target = CHARSET.encode(text)
+    total = 0.0
+    for path in itertools.product(range(scores.shape[1]), repeat=len(scores)):
+        collapsed = [label for k, label in enumerate(path) if label != 0 and (k == 0 or path[k - 1] != label)]
+        if collapsed == target:
+            total += float(np.prod(probabilities[np.arange(len(scores)), path]))
+    return float(np.log(total)) if total > 0 else -np.inf
+
+
+def test_ctc_log_likelihoods_match_the_sum_over_all_alignments():
+    rng = np.random.default_rng(3)
+    scores = [rng.normal(scale=1.5, size=(columns, CHARSET.num_classes)).astype(np.float32) for columns in (5, 3, 4, 2, 1, 5)]
+    texts = ["ab", "aa", "", "aba", "a", "bab"]
+    got = ctc_log_likelihoods(scores, texts, CHARSET)
+    expected = [brute_force_log_likelihood(s.astype(np.float64), t) for s, t in zip(scores, texts)]
+    assert got == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    # More characters than columns cannot align; "aa" needs a blank between the two a's.
+    assert ctc_log_likelihoods([scores[1], scores[3]], ["abab", "aa"], CHARSET).tolist() == [-np.inf, -np.inf]
+
+
+def test_best_candidate_sums_the_widths_that_can_align_every_candidate():
+    assert best_candidate(np.array([[-1.0, -2.0], [-5.0, -1.0]])) == 1  # sums -6 vs -3
+    # The second width cannot align candidate 0: it is left out, not a veto.
+    assert best_candidate(np.array([[-1.0, -2.0], [-np.inf, -0.1]])) == 0
+    # No width aligns both: the mean over the widths where each aligns (-1 vs -1.5).
+    assert best_candidate(np.array([[-1.0, -np.inf], [-np.inf, -1.5]])) == 0
+    assert best_candidate(np.full((2, 3), -np.inf)) == 0
+
+
+def test_agreed_readings_keep_the_most_likely_candidate_and_its_best_reader():
+    rng = np.random.default_rng(8)
+    width_scores = [[rng.normal(scale=2.0, size=(columns, CHARSET.num_classes)) for columns in (4, 5, 3)] for _ in range(3)]
+    width_texts = [[greedy_decode(scores, CHARSET) for scores in per_image] for per_image in width_scores]
+    texts, readers = agreed_readings(width_scores, width_texts, CHARSET)
+    for image in range(3):
+        candidates = {width_texts[w][image] for w in range(3)}
+        summed = {text: sum(brute_force_log_likelihood(width_scores[w][image], text) for w in range(3))
+                  for text in candidates}
+        assert summed[texts[image]] == pytest.approx(max(summed.values()))
+        assert width_texts[readers[image]][image] == texts[image]
+        own = [brute_force_log_likelihood(width_scores[w][image], texts[image])
+               for w in range(3) if width_texts[w][image] == texts[image]]
+        assert brute_force_log_likelihood(width_scores[readers[image]][image], texts[image]) == pytest.approx(max(own))
+
+
+def test_one_width_is_plain_reading_and_several_agree_with_the_model_run_by_hand():
+    charset = Charset("abcdefghij ")
+    model = build_recognizer(charset, mdlstm_units=(2, 4, 8), conv_filters=(4, 6), block=(2, 2), dropout=0.0,
+                             input_height=16)
+    rng = np.random.default_rng(0)
+    grays = [rng.integers(0, 256, size=(16, width), dtype=np.uint8) for width in (40, 64, 23)]
+    plain = Transcriber(model)
+    assert Transcriber(model, widths=(1.0,)).transcribe(grays) == plain.transcribe(grays)
+    widths = (0.8, 1.0, 1.25)
+    ensemble = Transcriber(model, widths=widths)
+    width_scores = [plain.scores([scale_width(gray, width) for gray in grays]) for width in widths]
+    assert [scores.shape[0] for scores in width_scores[0]] == [8, 13, 5]  # 0.8 x (40, 64, 23) px / 4 px per column
+    width_texts = [[greedy_decode(scores, charset) for scores in per_width] for per_width in width_scores]
+    expected, _ = agreed_readings(width_scores, width_texts, charset)
+    assert ensemble.transcribe(grays) == expected
+    for gray, reading in zip(grays, ensemble.read(grays)):
+        assert reading.alignment is not None and 0 < reading.confidence <= 1
+        assert all(0 <= span.x0 < span.x1 <= gray.shape[1] + 1e-9 for span in reading.alignment.chars)
+
+
+def test_scale_width_keeps_the_height():
+    gray = np.arange(6 * 10, dtype=np.uint8).reshape(6, 10)
+    assert scale_width(gray, 1.0) is gray
+    assert scale_width(gray, 1.26).shape == (6, 13) and scale_width(gray, 0.74).shape == (6, 7)
+    assert scale_width(gray[:, :1], 0.2).shape == (6, 1)
+
+
+def test_width_factors_are_checked():
+    assert width_factors("default") == (0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4)
+    assert width_factors("1,1.2") == (1.0, 1.2)
+    for bad in ("0", "1,1", "x", "1,,2", "20"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            width_factors(bad)
+    assert check_widths([1, 1.5]) == (1.0, 1.5)
+    for bad in ([], [1.0, 1.0], [0.0]):
+        with pytest.raises(ValueError):
+            check_widths(bad)
