@@ -1,9 +1,10 @@
 """Recognition accuracy of ``tfnhr train``'s own defaults on lines of real handwritten digits,
 over several training seeds, at a fixed wall-time budget per run.
 
-What it measures: the test CER (greedy decoding) of the recognizer that ``tfnhr train --height 32
---block 2x2 --time-limit MINUTES --seed S`` leaves as ``best.keras`` (best validation CER), for
-each seed of ``--seeds``; with each run's epochs, best validation CER, learning-rate halvings and
+What it measures: the test CER (greedy decoding; read once, and with the width ensemble of
+``tfnhr evaluate --widths default``) of the recognizer that ``tfnhr train --height 32 --block 2x2
+--time-limit MINUTES --seed S`` leaves as ``best.keras`` (best validation CER), for each seed of
+``--seeds``; with each run's epochs, best validation CER, learning-rate halvings and
 whether it collapsed (``summary.json``'s ``collapsed``: tfnhr's diagnosis of a run stuck in
 CTC's blank phase). ``--train-flags`` adds flags for an ablation (e.g. ``--augment none``). The
 training runs use every core they may use (``tfnhr train``'s default threads; ``taskset`` limits
@@ -33,7 +34,7 @@ Usage::
     python benchmarks/handwritten_digit_lines.py --build-only --set build/bench/digit_lines.h5
 
 Each run's folder (``--work``/seed-S) keeps ``best.keras``, ``log.csv``, ``summary.json``, the
-training output (``train.log``) and the test table (``test.json``).
+training output (``train.log``) and the test tables (``test.json``, ``test_widths.json``).
 
 Figures: docs/performance.md.
 """
@@ -283,17 +284,19 @@ def train_and_test(data: Path, seed: int, minutes: float, out: Path, flags: list
                           out / "train.log")
     summary = json.loads((out / "summary.json").read_text())
     epochs = read_log(out / "log.csv")
-    test_seconds = tfnhr(["evaluate", "--model", str(out / "best.keras"), "--data", str(data), "--subset", "test",
-                          "--decoders", "greedy", "--json", str(out / "test.json")], out / "test.log")
-    rows = json.loads((out / "test.json").read_text())
-    greedy = next(row for row in rows if row["decoder"] == "greedy")
+    cers = {}
+    for name, widths in (("test", "1"), ("test_widths", "default")):
+        tfnhr(["evaluate", "--model", str(out / "best.keras"), "--data", str(data), "--subset", "test",
+               "--decoders", "greedy", "--widths", widths, "--json", str(out / f"{name}.json")], out / f"{name}.log")
+        cers[name] = json.loads((out / f"{name}.json").read_text())[0]
     return {
         "seed": seed, "epochs": summary["epochs_run"], "best_epoch": summary["best_epoch"],
-        "best_val_cer": summary["best_val_cer"], "test_cer": greedy["cer"], "test_wer": greedy["wer"],
+        "best_val_cer": summary["best_val_cer"], "test_cer": cers["test"]["cer"], "test_wer": cers["test"]["wer"],
+        "test_cer_widths": cers["test_widths"]["cer"],
         "halvings": summary["halvings"], "collapsed": summary["collapsed"],
         "val_cer_per_epoch": [row.get("val_cer") for row in epochs],
         "loss_per_epoch": [row.get("loss") for row in epochs],
-        "train_seconds": round(train_seconds, 1), "test_seconds": round(test_seconds, 1),
+        "train_seconds": round(train_seconds, 1),
         "parameters": summary["parameters"], "folder": str(out),
     }
 
@@ -324,26 +327,33 @@ def measure(args: argparse.Namespace) -> dict:
         _harness.log(f"seed {seed}: training for {args.minutes} min ...")
         runs.append(train_and_test(data, seed, args.minutes, args.work / f"seed-{seed}", args.train_flags.split()))
         _harness.log(f"seed {seed}: test CER {runs[-1]['test_cer']:.2%}")
-    cers = [run["test_cer"] for run in runs]
     report.update({"minutes": args.minutes,
                    "command": f"tfnhr train --height 32 --block 2x2 {args.train_flags}".strip() + " (defaults otherwise)",
-                   "runs": runs, "test_cer": {"median": statistics.median(cers), "min": min(cers), "max": max(cers)}})
+                   "runs": runs, **{key: spread([run[key] for run in runs]) for key in ("test_cer", "test_cer_widths")}})
     print_table(report)
     return report
 
 
+def spread(values: list[float]) -> dict[str, float]:
+    """Median, least and largest of ``values``."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
 def print_table(report: dict) -> None:
     print(f"\n{report['minutes']} min per run, {report['cores']} cores, height 32, 2x2 blocks")
-    print(f"{'seed':>4} {'epochs':>6} {'best val CER':>12} {'test CER':>9} {'halvings':>12} {'collapsed':>9}")
+    print(f"{'seed':>4} {'epochs':>6} {'best val CER':>12} {'test CER':>9} {'8 widths':>9} {'halvings':>12} "
+          f"{'collapsed':>9}")
     for run in report["runs"]:
         best = "-" if run["best_val_cer"] is None else f"{run['best_val_cer']:.2%}"
         flag = {None: "n/a", True: "yes", False: "no"}[run["collapsed"]]
         halvings = run["halvings"]  # the epochs at which the LR was halved
         halvings = (",".join(str(epoch) for epoch in halvings) or "-") if isinstance(halvings, list) else str(halvings)
-        print(f"{run['seed']:>4} {run['epochs']:>6} {best:>12} {run['test_cer']:>9.2%} {halvings:>12} {flag:>9}")
-    cer = report["test_cer"]
-    print(f"test CER over {len(report['runs'])} seed(s): median {cer['median']:.2%}, "
-          f"range {cer['min']:.2%}..{cer['max']:.2%}")
+        print(f"{run['seed']:>4} {run['epochs']:>6} {best:>12} {run['test_cer']:>9.2%} {run['test_cer_widths']:>9.2%} "
+              f"{halvings:>12} {flag:>9}")
+    for key, how in (("test_cer", "read once"), ("test_cer_widths", "width ensemble, --widths default")):
+        cer = report[key]
+        print(f"test CER over {len(report['runs'])} seed(s), {how}: median {cer['median']:.2%}, "
+              f"range {cer['min']:.2%}..{cer['max']:.2%}")
 
 
 def main(argv=None) -> int:

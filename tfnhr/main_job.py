@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def evaluate_subset(model: CtcModel, data: Path, subset: str, lm_path: Path, out: Path) -> list[dict]:
     """Print and return the greedy and beam+LM CER/WER of the model on ``subset`` (the table
     ``tfnhr evaluate`` prints), read once and with the width ensemble
-    (:data:`~tfnhr.choices.ENSEMBLE_WIDTHS`, rows named ``"greedy, 7 widths"`` etc.), each row
+    (:data:`~tfnhr.choices.ENSEMBLE_WIDTHS`, rows named ``"greedy, 8 widths"`` etc.), each row
     with its CER per font (``"cer_by_font"``: font file ->
     CER, from the set's :data:`~tfnhr.data.synthetic.FONTS_FILE`); the JSON table is kept in
     ``out``."""

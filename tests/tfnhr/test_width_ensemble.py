@@ -96,7 +96,7 @@ def test_scale_width_keeps_the_height():
 
 
 def test_width_factors_are_checked():
-    assert width_factors("default") == (0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4)
+    assert width_factors("default") == (0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4)
     assert width_factors("1,1.2") == (1.0, 1.2)
     for bad in ("0", "1,1", "x", "1,,2", "20"):
         with pytest.raises(argparse.ArgumentTypeError):
