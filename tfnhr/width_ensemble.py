@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfnhr.charset import BLANK_INDEX, Charset
+from tfnhr.data.samples import ctc_frames_needed
 from tfnhr.decoding import Decoder
 from tfnhr.ranges import WIDTH_FACTOR
 
@@ -59,7 +60,8 @@ def ctc_log_likelihoods(scores_list: Sequence[np.ndarray], texts: Sequence[str],
     blanks."""
     result = np.full(len(texts), -np.inf)
     labels = [charset.encode(text, count_unknown=False) for text in texts]
-    rows = [i for i, label in enumerate(labels) if label and len(label) <= len(scores_list[i])]
+    # Only texts that fit: TensorFlow's kernel logs a warning for each one that does not.
+    rows = [i for i, label in enumerate(labels) if label and ctc_frames_needed(label) <= len(scores_list[i])]
     for i, label in enumerate(labels):
         if not label:
             scores = np.asarray(scores_list[i], np.float64)
