@@ -10,7 +10,7 @@ highest CTC log-likelihood summed over all the widths' column scores
 per width; the decoders and the model are unchanged.
 
 Measured (docs/performance.md, "Width ensemble"; the default widths 0.7, 0.8, ..., 1.4 were
-chosen on validation sets): the greedy CER of the same trained model went from 34.1 to 30.7 %
+chosen on validation sets): the greedy CER of the same trained model went from 34.1 to 30.5 %
 (the main job's validation fonts) and from 9.9 to 7.5 % (its test fonts), and on lines of real
 handwritten digits from 4.27 / 4.03 / 4.27 % to 3.27 / 3.32 / 3.46 % (test, three training seeds).
 """
