@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from tfnhr.charset import Charset
 from tfnhr.choices import DEFAULT_BATCH_PIXELS
 from tfnhr.data.samples import TextImageSet
 from tfnhr.decoding import Decoder
-from tfnhr.inference import Transcriber
+from tfnhr.inference import ENSEMBLE_IMAGES, Transcriber
 from tfnhr.metrics import rates_of_counts, summed_error_counts
 from tfnhr.models.ctc_model import CtcModel
 from tfnhr.width_ensemble import agreed_texts
@@ -32,22 +32,25 @@ class EvaluationRow:
 def evaluate(scores: Sequence[np.ndarray], references: Sequence[str],
              decoders: Mapping[str, Decoder]) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
     """CER/WER of each decoder on the same scores; also returns each decoder's transcriptions."""
-    return evaluate_widths([scores], references, decoders)
+    return evaluate_in_parts([[scores]], references, decoders)
 
 
-def evaluate_widths(width_scores: Sequence[Sequence[np.ndarray]], references: Sequence[str],
-                    decoders: Mapping[str, Decoder], charset: Charset | None = None
-                    ) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
-    """:func:`evaluate` of a width ensemble: ``width_scores`` per width, per image ``[T, C]``;
-    each decoder's texts are those the widths agree on (:func:`tfnhr.width_ensemble.agreed_texts`;
-    ``charset`` needed with more than one width)."""
-    rows, transcriptions = [], {}
-    for name, decoder in decoders.items():
-        started = time.perf_counter()
-        hypotheses = agreed_texts(decoder, width_scores, charset)
-        seconds = time.perf_counter() - started
-        rows.append(EvaluationRow(name, *rates_of_counts(summed_error_counts(references, hypotheses)), seconds))
-        transcriptions[name] = hypotheses
+def evaluate_in_parts(parts: Iterable[Sequence[Sequence[np.ndarray]]], references: Sequence[str],
+                      decoders: Mapping[str, Decoder], charset: Charset | None = None
+                      ) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
+    """:func:`evaluate` of scores that come in consecutive parts of the images, each part per
+    width of a width ensemble per image ``[T, C]`` (one width: read once); each decoder's texts
+    are those the widths agree on (:func:`tfnhr.width_ensemble.agreed_texts`; ``charset`` needed
+    with more than one width). Decoding seconds are summed over the parts."""
+    transcriptions: dict[str, list[str]] = {name: [] for name in decoders}
+    seconds = dict.fromkeys(decoders, 0.0)
+    for width_scores in parts:
+        for name, decoder in decoders.items():
+            started = time.perf_counter()
+            transcriptions[name] += agreed_texts(decoder, width_scores, charset)
+            seconds[name] += time.perf_counter() - started
+    rows = [EvaluationRow(name, *rates_of_counts(summed_error_counts(references, hypotheses)), seconds[name])
+            for name, hypotheses in transcriptions.items()]
     return rows, transcriptions
 
 
@@ -64,5 +67,7 @@ def evaluate_set(model: CtcModel, data: TextImageSet, decoders: Mapping[str, Dec
                  ) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
     """:func:`evaluate` of the decoders on ``model``'s scores of ``data``'s images against its
     texts; with several ``widths`` (factors of the image widths) through the width ensemble."""
-    width_scores = Transcriber(model, batch_pixels=batch_pixels, widths=widths).width_scores(data.images)
-    return evaluate_widths(width_scores, data.texts, decoders, model.charset)
+    transcriber = Transcriber(model, batch_pixels=batch_pixels, widths=widths)
+    parts = (transcriber.width_scores(data.images[start:start + ENSEMBLE_IMAGES])
+             for start in range(0, len(data), ENSEMBLE_IMAGES))
+    return evaluate_in_parts(parts, data.texts, decoders, model.charset)

@@ -25,6 +25,11 @@ from tfnhr.models.ctc_model import CtcModel
 from tfnhr.width_ensemble import agreed_readings, check_widths, scale_width
 
 
+ENSEMBLE_IMAGES = 256
+"""Images read at all widths of a width ensemble before the next ones (bounds the scores held at
+once to theirs)."""
+
+
 def confidence(scores: np.ndarray) -> float:
     """Best-path probability per column, geometric mean over the columns (in (0, 1]) of one
     image's column scores ``[T, K]``."""
@@ -74,13 +79,21 @@ class Transcriber:
 
     def texts_and_scores(self, grays: Sequence[np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
         """Per image, in order: its decoded text (the widths' agreed text with several
-        :attr:`widths`) and the column scores it was read from."""
-        width_scores = self.width_scores(grays)
-        width_texts = [self.decoder.decode_batch(scores) for scores in width_scores]
+        :attr:`widths`) and the column scores it was read from. With several widths the images
+        go :data:`ENSEMBLE_IMAGES` at a time, so that the widths' scores of only that many are held
+        at once."""
         if len(self.widths) == 1:
-            return width_texts[0], width_scores[0]
-        texts, readers = agreed_readings(width_scores, width_texts, self.model.charset)
-        return texts, [width_scores[reader][i] for i, reader in enumerate(readers)]
+            scores = self.width_scores(grays)[0]
+            return self.decoder.decode_batch(scores), scores
+        texts: list[str] = []
+        scores = []
+        for start in range(0, len(grays), ENSEMBLE_IMAGES):
+            width_scores = self.width_scores(grays[start:start + ENSEMBLE_IMAGES])
+            width_texts = [self.decoder.decode_batch(per_width) for per_width in width_scores]
+            chunk_texts, readers = agreed_readings(width_scores, width_texts, self.model.charset)
+            texts += chunk_texts
+            scores += [width_scores[reader][i] for i, reader in enumerate(readers)]
+        return texts, scores
 
     def transcribe(self, grays: Sequence[np.ndarray]) -> list[str]:
         """One decoded text per image, in order."""

@@ -30,6 +30,8 @@ from tfnhr.ranges import WIDTH_FACTOR
 
 _NEVER = -1e4
 """Logit of a class a padded column can never emit (its blank gets 0)."""
+CHUNK_LOGITS = 1 << 24
+"""Most padded logits (64 MiB of float32) scored in one CTC call; more texts are scored in turns."""
 
 
 def check_widths(widths: Sequence[float]) -> tuple[float, ...]:
@@ -66,18 +68,31 @@ def ctc_log_likelihoods(scores_list: Sequence[np.ndarray], texts: Sequence[str],
         if not label:
             scores = np.asarray(scores_list[i], np.float64)
             result[i] = float((scores[:, BLANK_INDEX] - np.logaddexp.reduce(scores, axis=1)).sum()) if len(scores) else 0.0
-    if not rows:
-        return result
-    longest = max(len(scores_list[i]) for i in rows)
-    logits = np.full((len(rows), longest, scores_list[rows[0]].shape[1]), _NEVER, np.float32)
-    logits[:, :, BLANK_INDEX] = 0.0
-    for row, i in enumerate(rows):
-        logits[row, :len(scores_list[i])] = scores_list[i]
-    loss = tf.nn.ctc_loss(labels=tf.ragged.constant([labels[i] for i in rows], dtype=tf.int32).to_sparse(),
-                          logits=logits, label_length=None, logit_length=[len(scores_list[i]) for i in rows],
-                          logits_time_major=False, blank_index=BLANK_INDEX)
-    result[rows] = -loss.numpy().astype(np.float64)
+    for chunk in _chunks(sorted(rows, key=lambda i: len(scores_list[i])), [len(scores) for scores in scores_list],
+                         charset.num_classes):
+        longest = max(len(scores_list[i]) for i in chunk)
+        logits = np.full((len(chunk), longest, charset.num_classes), _NEVER, np.float32)
+        logits[:, :, BLANK_INDEX] = 0.0
+        for row, i in enumerate(chunk):
+            logits[row, :len(scores_list[i])] = scores_list[i]
+        loss = tf.nn.ctc_loss(labels=tf.ragged.constant([labels[i] for i in chunk], dtype=tf.int32).to_sparse(),
+                              logits=logits, label_length=None, logit_length=[len(scores_list[i]) for i in chunk],
+                              logits_time_major=False, blank_index=BLANK_INDEX)
+        result[chunk] = -loss.numpy().astype(np.float64)
     return result
+
+
+def _chunks(rows: list[int], columns: list[int], classes: int) -> list[list[int]]:
+    """``rows`` (sorted by ``columns``) in consecutive groups whose padded logits
+    (group size x longest columns x ``classes``) stay within :data:`CHUNK_LOGITS` (a row longer
+    than that alone)."""
+    chunks: list[list[int]] = []
+    for i in rows:
+        if chunks and (len(chunks[-1]) + 1) * columns[i] * classes <= CHUNK_LOGITS:
+            chunks[-1].append(i)
+        else:
+            chunks.append([i])
+    return chunks
 
 
 def agreed_texts(decoder: Decoder, width_scores: Sequence[Sequence[np.ndarray]],

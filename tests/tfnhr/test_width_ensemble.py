@@ -10,6 +10,7 @@ import itertools
 import numpy as np
 import pytest
 
+from tfnhr import inference, width_ensemble
 from tfnhr.charset import Charset
 from tfnhr.commands.common import width_factors
 from tfnhr.decoding import greedy_decode
@@ -32,13 +33,16 @@ def brute_force_log_likelihood(scores: np.ndarray, text: str) -> float:
     return float(np.log(total)) if total > 0 else -np.inf
 
 
-def test_ctc_log_likelihoods_match_the_sum_over_all_alignments():
+def test_ctc_log_likelihoods_match_the_sum_over_all_alignments(monkeypatch):
     rng = np.random.default_rng(3)
     scores = [rng.normal(scale=1.5, size=(columns, CHARSET.num_classes)).astype(np.float32) for columns in (5, 3, 4, 2, 1, 5)]
     texts = ["ab", "aa", "", "aba", "a", "bab"]
     got = ctc_log_likelihoods(scores, texts, CHARSET)
     expected = [brute_force_log_likelihood(s.astype(np.float64), t) for s, t in zip(scores, texts)]
     assert got == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    # Scored a few at a time when their padded logits would be large: the same values.
+    monkeypatch.setattr(width_ensemble, "CHUNK_LOGITS", 2 * 5 * CHARSET.num_classes)
+    assert ctc_log_likelihoods(scores, texts, CHARSET) == pytest.approx(got, rel=1e-6)
     # More characters than columns cannot align; "aa" needs a blank between the two a's.
     assert ctc_log_likelihoods([scores[1], scores[3]], ["abab", "aa"], CHARSET).tolist() == [-np.inf, -np.inf]
 
@@ -68,7 +72,7 @@ def test_agreed_readings_keep_the_most_likely_candidate_and_its_best_reader():
         assert brute_force_log_likelihood(width_scores[readers[image]][image], texts[image]) == pytest.approx(max(own))
 
 
-def test_one_width_is_plain_reading_and_several_agree_with_the_model_run_by_hand():
+def test_one_width_is_plain_reading_and_several_agree_with_the_model_run_by_hand(monkeypatch):
     charset = Charset("abcdefghij ")
     model = build_recognizer(charset, mdlstm_units=(2, 4, 8), conv_filters=(4, 6), block=(2, 2), dropout=0.0,
                              input_height=16)
@@ -83,6 +87,10 @@ def test_one_width_is_plain_reading_and_several_agree_with_the_model_run_by_hand
     width_texts = [[greedy_decode(scores, charset) for scores in per_width] for per_width in width_scores]
     expected, _ = agreed_readings(width_scores, width_texts, charset)
     assert ensemble.transcribe(grays) == expected
+    monkeypatch.setattr(inference, "ENSEMBLE_IMAGES", 2)  # the images in parts: the same texts
+    assert ensemble.transcribe(grays) == expected
+    # One factor other than 1: read at that width.
+    assert Transcriber(model, widths=(0.8,)).transcribe(grays) == width_texts[0]
     for gray, reading in zip(grays, ensemble.read(grays)):
         assert reading.alignment is not None and 0 < reading.confidence <= 1
         assert all(0 <= span.x0 < span.x1 <= gray.shape[1] + 1e-9 for span in reading.alignment.chars)
