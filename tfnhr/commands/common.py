@@ -82,7 +82,7 @@ def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--closed-vocabulary", action="store_true",
                         help="only words of the LM's vocabulary may be output")
     parser.add_argument("--widths", type=width_factors, default=(1.0,), metavar="F1,F2,...|default",
-                        help="read each image also at these factors of its width (one model call each) and keep "
+                        help="read each image at these factors of its width (one model call each) and keep "
                              "the text the widths agree on (summed CTC likelihood); 'default': "
                              + ",".join(f"{w:g}" for w in ENSEMBLE_WIDTHS) + "; 1: read once")
 
