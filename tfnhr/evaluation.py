@@ -13,10 +13,10 @@ from tfnhr.charset import Charset
 from tfnhr.choices import DEFAULT_BATCH_PIXELS
 from tfnhr.data.samples import TextImageSet
 from tfnhr.decoding import Decoder
-from tfnhr.inference import ENSEMBLE_IMAGES, Transcriber
+from tfnhr.inference import Transcriber
 from tfnhr.metrics import rates_of_counts, summed_error_counts
 from tfnhr.models.ctc_model import CtcModel
-from tfnhr.width_ensemble import agreed_texts
+from tfnhr.width_ensemble import decode_widths
 
 
 @dataclasses.dataclass
@@ -40,14 +40,14 @@ def evaluate_in_parts(parts: Iterable[Sequence[Sequence[np.ndarray]]], reference
                       ) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
     """:func:`evaluate` of scores that come in consecutive parts of the images, each part per
     width of a width ensemble per image ``[T, C]`` (one width: read once); each decoder's texts
-    are those the widths agree on (:func:`tfnhr.width_ensemble.agreed_texts`; ``charset`` needed
+    are those the widths agree on (:func:`tfnhr.width_ensemble.decode_widths`; ``charset`` needed
     with more than one width). Decoding seconds are summed over the parts."""
     transcriptions: dict[str, list[str]] = {name: [] for name in decoders}
     seconds = dict.fromkeys(decoders, 0.0)
     for width_scores in parts:
         for name, decoder in decoders.items():
             started = time.perf_counter()
-            transcriptions[name] += agreed_texts(decoder, width_scores, charset)
+            transcriptions[name] += decode_widths(decoder, width_scores, charset)[0]
             seconds[name] += time.perf_counter() - started
     rows = [EvaluationRow(name, *rates_of_counts(summed_error_counts(references, hypotheses)), seconds[name])
             for name, hypotheses in transcriptions.items()]
@@ -67,7 +67,5 @@ def evaluate_set(model: CtcModel, data: TextImageSet, decoders: Mapping[str, Dec
                  ) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
     """:func:`evaluate` of the decoders on ``model``'s scores of ``data``'s images against its
     texts; with several ``widths`` (factors of the image widths) through the width ensemble."""
-    transcriber = Transcriber(model, batch_pixels=batch_pixels, widths=widths)
-    parts = (transcriber.width_scores(data.images[start:start + ENSEMBLE_IMAGES])
-             for start in range(0, len(data), ENSEMBLE_IMAGES))
+    parts = Transcriber(model, batch_pixels=batch_pixels, widths=widths).width_score_parts(data.images)
     return evaluate_in_parts(parts, data.texts, decoders, model.charset)

@@ -22,12 +22,12 @@ from tfnhr.data.dataset import ragged_batch
 from tfnhr.data.images import scale_to_height
 from tfnhr.decoding import Decoder, GreedyDecoder, log_softmax
 from tfnhr.models.ctc_model import CtcModel
-from tfnhr.width_ensemble import agreed_readings, check_widths, scale_width
+from tfnhr.width_ensemble import check_widths, decode_widths, scale_width
 
 
 ENSEMBLE_IMAGES = 256
-"""Images read at all widths of a width ensemble before the next ones (bounds the scores held at
-once to theirs)."""
+"""Images read (at every width of :attr:`Transcriber.widths`) and decoded before the next ones:
+bounds the scores held at once to theirs."""
 
 
 def confidence(scores: np.ndarray) -> float:
@@ -77,21 +77,20 @@ class Transcriber:
         """Per factor of :attr:`widths`, the :meth:`scores` of the images resized to it."""
         return [self.scores([scale_width(gray, width) for gray in grays]) for width in self.widths]
 
+    def width_score_parts(self, grays: Sequence[np.ndarray]) -> Iterator[list[list[np.ndarray]]]:
+        """:meth:`width_scores` of :data:`ENSEMBLE_IMAGES` images at a time, in order, so that the
+        widths' scores of only that many are held at once."""
+        for start in range(0, len(grays), ENSEMBLE_IMAGES):
+            yield self.width_scores(grays[start:start + ENSEMBLE_IMAGES])
+
     def texts_and_scores(self, grays: Sequence[np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
         """Per image, in order: its decoded text (the widths' agreed text with several
-        :attr:`widths`) and the column scores it was read from. With several widths the images
-        go :data:`ENSEMBLE_IMAGES` at a time, so that the widths' scores of only that many are held
-        at once."""
-        if len(self.widths) == 1:
-            scores = self.width_scores(grays)[0]
-            return self.decoder.decode_batch(scores), scores
+        :attr:`widths`) and the column scores it was read from."""
         texts: list[str] = []
-        scores = []
-        for start in range(0, len(grays), ENSEMBLE_IMAGES):
-            width_scores = self.width_scores(grays[start:start + ENSEMBLE_IMAGES])
-            width_texts = [self.decoder.decode_batch(per_width) for per_width in width_scores]
-            chunk_texts, readers = agreed_readings(width_scores, width_texts, self.model.charset)
-            texts += chunk_texts
+        scores: list[np.ndarray] = []
+        for width_scores in self.width_score_parts(grays):
+            part_texts, readers = decode_widths(self.decoder, width_scores, self.model.charset)
+            texts += part_texts
             scores += [width_scores[reader][i] for i, reader in enumerate(readers)]
         return texts, scores
 

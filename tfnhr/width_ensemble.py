@@ -95,16 +95,17 @@ def _chunks(rows: list[int], columns: list[int], classes: int) -> list[list[int]
     return chunks
 
 
-def agreed_texts(decoder: Decoder, width_scores: Sequence[Sequence[np.ndarray]],
-                 charset: Charset | None = None) -> list[str]:
-    """Per image, the text ``decoder`` reads from its column scores at one width (``width_scores``
-    ``[1][N]``), or the text several widths agree on (:func:`agreed_readings`; needs ``charset``)."""
+def decode_widths(decoder: Decoder, width_scores: Sequence[Sequence[np.ndarray]],
+                  charset: Charset | None = None) -> tuple[list[str], list[int]]:
+    """Per image, the text ``decoder`` reads from its column scores ``width_scores[w][i]`` and the
+    index ``w`` of the width it is kept from: with one width its reading (index 0), with several
+    the text they agree on (:func:`agreed_readings`; needs ``charset``)."""
     width_texts = [decoder.decode_batch(scores) for scores in width_scores]
     if len(width_texts) == 1:
-        return width_texts[0]
+        return width_texts[0], [0] * len(width_texts[0])
     if charset is None:
         raise ValueError("a width ensemble needs the model's charset")
-    return agreed_readings(width_scores, width_texts, charset)[0]
+    return agreed_readings(width_scores, width_texts, charset)
 
 
 def agreed_readings(width_scores: Sequence[Sequence[np.ndarray]], width_texts: Sequence[Sequence[str]],
