@@ -117,6 +117,7 @@ TRAIN: dict[str, Range] = {
     "clipnorm": Range(0, low_open=True, none=True),
     "halve_start": Range(0, 1, low_open=True, none=True),
     "halve_patience": COUNT,
+    "halve_margin": Range(0, 10),
     "validate_every": Range(1, integer=True, none=True),
     "anneal": Range(0, 1, high_open=True, none=True),
     "sort_window": COUNT,

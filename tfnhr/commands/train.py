@@ -29,7 +29,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_filters", "block": "block",
                "dropout": "dropout", "cell": "cell", "height": "height", "batch_pixels": "batch_pixels",
                "epochs": "epochs", "lr": "learning_rate", "optimizer": "optimizer", "clipnorm": "clipnorm",
-               "halve_on": "halve_on", "halve_start": "halve_start", "halve_patience": "halve_patience",
+               "halve_on": "halve_on", "halve_start": "halve_start", "halve_patience": "halve_patience", "halve_margin": "halve_margin",
                "seed": "seed", "augment": "augment", "validate_every": "validate_every", "anneal": "anneal",
                "sort_window": "sort_window", "ema": "ema"}
 """Options whose flags are only set when given (so a config file can supply them) -> the
@@ -39,7 +39,7 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
 # from tfnhr.training.TrainOptions, which a test keeps equal to these).
 HELP_DEFAULTS = {"out": Path("runs/recognizer"), "dropout": 0.25, "cell": "leaky_lp", "batch_pixels": None,
                  "epochs": 80, "learning_rate": 0.005, "optimizer": "adam", "clipnorm": 10.0, "seed": 0,
-                 "halve_start": 0.5, "halve_patience": 2, "augment": "default", "anneal": 0.5, "sort_window": 1,
+                 "halve_start": 0.5, "halve_patience": 2, "halve_margin": 1.0, "augment": "default", "anneal": 0.5, "sort_window": 1,
                  "ema": 0.99}
 
 
@@ -84,6 +84,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default {defaults.halve_start})")
     parser.add_argument("--halve-patience", type=TRAIN["halve_patience"].type, default=unset,
                         help=f"worse validations in a row before halving, at least one epoch's worth (default {defaults.halve_patience})")
+    parser.add_argument("--halve-margin", type=TRAIN["halve_margin"].type, default=unset, metavar="STANDARD_ERRORS",
+                        help="a validation counts as worse only when its CER/WER exceeds the best's by more than "
+                             "this many binomial standard errors over the validation set's characters/words; "
+                             f"0: any increase (default {defaults.halve_margin})")
     parser.add_argument("--augment", choices=AUGMENT_LEVELS, default=unset,
                         help=f"training-time image augmentation level (default {defaults.augment})")
     parser.add_argument("--anneal", type=TRAIN["anneal"].type, default=unset, metavar="FRACTION",

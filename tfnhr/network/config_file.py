@@ -7,7 +7,8 @@ Layout::
                   "output": {"class": "ctc", "from": ["mdlstm3"], "directions": 4}},
       "learning_rate": 0.005, "optimizer": "adam", "gradient_clip": 10.0,
       "batch_pixels": null, "schedule": "halve_on_either", "epochs": 80, "height": null, "seed": 0,
-      "augment": "default", "validate_every": null, "halve_start": 0.5, "halve_patience": 2, "anneal": 0.5,
+      "augment": "default", "validate_every": null, "halve_start": 0.5, "halve_patience": 2, "halve_margin": 1.0,
+      "anneal": 0.5,
       "sort_window": 1, "ema": 0.99
     }
 
@@ -17,7 +18,8 @@ may hold; any other key is an error (a typo must not be ignored). ``optimizer`` 
 ``class`` and that Keras optimizer's arguments (e.g. ``{"class": "sgd", "momentum": 0.9,
 "nesterov": true}``). ``schedule`` is ``halve_on_either|both|cer|wer`` (Wenniger et al. 2019's learning rate
 halving on the validation CER/WER) or ``constant``; ``halve_start`` and ``halve_patience`` say when
-halving may begin and how many worse validations in a row it waits for
+halving may begin and how many worse validations in a row it waits for, ``halve_margin`` by how
+many standard errors of the best rate a validation must exceed it to count as worse
 (:class:`~tfnhr.training.callbacks.LearningRateHalving`). ``augment`` is a training-time
 augmentation level (:mod:`tfnhr.data.augment`); ``validate_every`` validates every N updates
 instead of every epoch; ``anneal`` lowers the learning rate over the end of a time limit;
@@ -76,6 +78,8 @@ TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "validate_every": (lambda v: v is None or _count(v), "a positive integer (updates) or null (every epoch)"),
     "halve_start": (lambda v: v is None or (_number(v) and v <= 1), "a number in (0, 1] or null"),
     "halve_patience": (_count, "a positive integer (validations)"),
+    "halve_margin": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 10,
+                     "a number in [0, 10] (standard errors)"),
     "anneal": (_fraction_or_null, "a number in [0, 1) (fraction of the time limit) or null"),
     "sort_window": (_count, "a positive integer (batches per width-sorting window; 1: random batches)"),
     "ema": (_fraction_or_null, "a number in [0, 1) (momentum of the weight average) or null"),

@@ -177,7 +177,8 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     fit_rounds = _rounds(train_data, options, initial_epoch)
     halving = LearningRateHalving(options.halve_on, initial_state=state and state["halving"],
                                   best_weights=best_weights, start_below=options.halve_start,
-                                  patience=max(options.halve_patience, fit_rounds["per_epoch"]))
+                                  patience=max(options.halve_patience, fit_rounds["per_epoch"]),
+                                  margin=options.halve_margin)
     time_limit = hooks.time_limit(float("inf") if options.time_limit is None else 60 * options.time_limit)
     writers = [
         BestCheckpoint(out / "best.keras", best_cer=halving.best["val_cer"] if halving.best else float("inf")),

@@ -14,7 +14,8 @@ from tfnhr.network.config_file import NetworkConfig
 CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gradient_clip": "clipnorm",
                  "batch_pixels": "batch_pixels", "schedule": "halve_on", "epochs": "epochs", "height": "height",
                  "seed": "seed", "augment": "augment", "validate_every": "validate_every",
-                 "halve_start": "halve_start", "halve_patience": "halve_patience", "anneal": "anneal",
+                 "halve_start": "halve_start", "halve_patience": "halve_patience", "halve_margin": "halve_margin",
+                 "anneal": "anneal",
                  "sort_window": "sort_window", "ema": "ema"}
 """Training keys of a config file -> the :class:`TrainOptions` field they set."""
 
@@ -38,7 +39,10 @@ class TrainOptions:
     when the learning rate is halved (:data:`tfnhr.choices.HALVE_ON`); ``halve_start``: halving
     is armed once the validation CER falls below this fraction of the first validation's (``None``:
     from the start); ``halve_patience``: worse validations in a row before it halves, at least
-    those of one pass over the data (:class:`~tfnhr.training.callbacks.LearningRateHalving`). ``augment``: training-time
+    those of one pass over the data; ``halve_margin``: a validation is worse only when its rate exceeds the
+    best's by more than this many binomial standard errors over the validation set's characters
+    (words for the WER), so that a small validation set's noise does not halve
+    (:class:`~tfnhr.training.callbacks.LearningRateHalving`). ``augment``: training-time
     augmentation level (:data:`tfnhr.choices.AUGMENT_LEVELS`). ``validate_every``: validate (and
     log, checkpoint, maybe halve) every N updates, at most one pass; ``None``: after every pass
     over the data. With it, ``epochs`` still counts passes over the data. ``anneal``: with a
@@ -83,6 +87,7 @@ class TrainOptions:
     halve_on: str = "either"
     halve_start: float | None = 0.5
     halve_patience: int = 2
+    halve_margin: float = 1.0
     augment: str = "default"
     validate_every: int | None = None
     anneal: float | None = 0.5

@@ -6,6 +6,7 @@ against greedy transcriptions (and :class:`tfnhr.inference.Transcriber`'s scores
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import keras
@@ -19,7 +20,7 @@ from tests.helpers.tiny_models import tiny_recognizer
 from tfnhr.data.samples import TextImageSet
 from tfnhr.decoding import greedy_decode_batch
 from tfnhr.inference import Transcriber
-from tfnhr.metrics import error_rate
+from tfnhr.metrics import error_rate, normalize_text
 from tfnhr.training.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeBudgetAnnealing,
                                       TimeLimit, ValidationErrorRates, reset_optimizer_state, save_atomically)
 
@@ -258,6 +259,51 @@ def test_patience_counts_worse_validations_in_a_row():
         LearningRateHalving(start_below=1.5)
 
 
+def _binomial_standard_error(errors, units):
+    """Closed form: the standard error of a rate of ``errors`` in ``units``, smoothed by one
+    pseudo error and one pseudo success."""
+    p = (errors + 1) / (units + 2)
+    return math.sqrt(p * (1 - p) / units)
+
+
+def test_a_margin_of_standard_errors_keeps_noise_from_halving():
+    model = _dense_model(0.01)
+    halving = LearningRateHalving(margin=1.0)
+    halving.set_model(model)
+    units = {"val_chars": 1000, "val_words": 200}
+    halving.on_epoch_end(0, {"val_cer": 0.035, "val_wer": 0.12, **units})  # 35 of 1000, 24 of 200
+    cer_margin, wer_margin = _binomial_standard_error(35, 1000), _binomial_standard_error(24, 200)
+    assert 0.005 < cer_margin < 0.006 and 0.02 < wer_margin < 0.025
+    for cer, wer, worse in [(0.035 + cer_margin - 1e-4, 0.12, False), (0.035 + cer_margin + 1e-4, 0.12, True),
+                            (0.036, 0.12 + wer_margin - 1e-4, False), (0.036, 0.12 + wer_margin + 1e-4, True)]:
+        before = len(halving.halvings)
+        halving.on_epoch_end(1, {"val_cer": cer, "val_wer": wer, **units})
+        assert len(halving.halvings) == before + worse, (cer, wer)
+    # Twice the margin needs twice the excess.
+    twice = LearningRateHalving(margin=2.0)
+    twice.set_model(model)
+    twice.on_epoch_end(0, {"val_cer": 0.035, "val_wer": 0.12, **units})
+    twice.on_epoch_end(1, {"val_cer": 0.035 + 1.9 * cer_margin, "val_wer": 0.12, **units})
+    assert twice.halvings == []
+    twice.on_epoch_end(2, {"val_cer": 0.035 + 2.1 * cer_margin, "val_wer": 0.12, **units})
+    assert twice.halvings == [3]
+
+
+def test_a_validation_within_the_margin_breaks_a_run_of_worse_ones():
+    model = _dense_model(0.01)
+    halving = LearningRateHalving(margin=1.0, patience=2)
+    halving.set_model(model)
+    units = {"val_chars": 1000, "val_words": 200}
+    # best 0.03; worse, within the margin (not worse: the count restarts), worse, worse -> halves at 5
+    for epoch, cer in enumerate([0.03, 0.05, 0.031, 0.05, 0.05]):
+        halving.on_epoch_end(epoch, {"val_cer": cer, "val_wer": 0.1, **units})
+    assert halving.halvings == [5]
+    with pytest.raises(RuntimeError, match="val_chars"):
+        halving.on_epoch_end(5, {"val_cer": 0.5, "val_wer": 0.5})
+    with pytest.raises(ValueError, match="margin"):
+        LearningRateHalving(margin=-1.0)
+
+
 def test_a_resumed_halving_keeps_its_arming_and_count():
     model = _dense_model(0.01)
     halving = LearningRateHalving(start_below=0.5, patience=2)
@@ -412,6 +458,8 @@ def test_validation_error_rates_are_those_of_greedy_transcriptions():
     assert 0 < error_rate(texts, hypotheses, "char") < 1
     assert logs["val_cer"] == pytest.approx(error_rate(texts, hypotheses, "char"))
     assert logs["val_wer"] == pytest.approx(error_rate(texts, hypotheses, "word"))
+    assert logs["val_chars"] == sum(len(normalize_text(t)) for t in texts)
+    assert logs["val_words"] == sum(len(normalize_text(t).split()) for t in texts)
     callback.on_epoch_end(1, None)  # no logs: nothing to write into, no error
 
     # Transcriber.scores: scaled to the model's input height (32 -> 16 rows), in other batches, in order.

@@ -66,34 +66,37 @@ def test_recipe_and_augmentation_options_from_flags_and_config(tmp_path):
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     defaults = options_from_args(parser.parse_args(["train", "--data", "d"]))
-    assert (defaults.augment, defaults.validate_every, defaults.halve_start, defaults.halve_patience, defaults.ema) == \
-        ("default", None, 0.5, 2, 0.99)
+    assert (defaults.augment, defaults.validate_every, defaults.halve_start, defaults.halve_patience,
+            defaults.halve_margin, defaults.ema) == ("default", None, 0.5, 2, 1.0, 0.99)
     given = options_from_args(parser.parse_args(
         ["train", "--data", "d", "--augment", "none", "--validate-every", "50", "--halve-start", "none",
-         "--halve-patience", "1", "--anneal", "none", "--sort-window", "1", "--ema", "none"]))
-    assert (given.augment, given.validate_every, given.halve_start, given.halve_patience, given.anneal,
-            given.sort_window, given.ema) == ("none", 50, None, 1, None, 1, None)
+         "--halve-patience", "1", "--halve-margin", "0", "--anneal", "none", "--sort-window", "1", "--ema", "none"]))
+    assert (given.augment, given.validate_every, given.halve_start, given.halve_patience, given.halve_margin,
+            given.anneal, given.sort_window, given.ema) == ("none", 50, None, 1, 0.0, None, 1, None)
     with pytest.raises(SystemExit):
         parser.parse_args(["train", "--data", "d", "--halve-start", "1.5"])
 
     config_file = tmp_path / "net.yaml"
     config_file.write_text("network:\n  out: {class: ctc}\naugment: strong\nvalidate_every: 30\n"
-                           "halve_start: 0.25\nhalve_patience: 3\nanneal: 0.8\nsort_window: 4\nema: 0.9\n")
+                           "halve_start: 0.25\nhalve_patience: 3\nhalve_margin: 2\nanneal: 0.8\nsort_window: 4\nema: 0.9\n")
     from_file = resolve_options(RUN, load_config(config_file), {})
     assert (from_file.augment, from_file.validate_every, from_file.halve_start, from_file.halve_patience,
-            from_file.anneal, from_file.sort_window, from_file.ema) == ("strong", 30, 0.25, 3, 0.8, 4, 0.9)
+            from_file.halve_margin, from_file.anneal, from_file.sort_window, from_file.ema) == \
+        ("strong", 30, 0.25, 3, 2, 0.8, 4, 0.9)
     config_file.write_text("network:\n  out: {class: ctc}\naugment: extreme\n")
     with pytest.raises(ValueError, match="augment"):
         load_config(config_file)
-    config_file.write_text("network:\n  out: {class: ctc}\nema: 1\n")
-    with pytest.raises(ValueError, match="ema"):
-        load_config(config_file)
+    for bad in ("ema: 1", "halve_margin: -1", "halve_margin: yes"):
+        config_file.write_text(f"network:\n  out: {{class: ctc}}\n{bad}\n")
+        with pytest.raises(ValueError, match=bad.split(":")[0]):
+            load_config(config_file)
 
 
 @pytest.mark.parametrize("field, value", [("augment", "extreme"), ("validate_every", 0), ("halve_patience", 0),
                                           ("halve_start", 0.0), ("halve_start", 1.5), ("anneal", 1.0),
                                           ("sort_window", 0), ("sort_window", 2.5), ("sort_window", True),
-                                          ("threads", -1), ("threads", 1.5), ("ema", 1.0), ("ema", -0.5)])
+                                          ("threads", -1), ("threads", 1.5), ("ema", 1.0), ("ema", -0.5),
+                                          ("halve_margin", -0.5), ("halve_margin", 11)])
 def test_bad_recipe_options_fail_with_their_name(field, value):
     with pytest.raises(ValueError, match=field):
         TrainOptions(data=Path("."), **{field: value})
