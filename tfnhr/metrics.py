@@ -42,6 +42,13 @@ def error_counts(reference: str, hypothesis: str) -> list[int]:
             edit_distance(reference.split(), hypothesis.split()), len(reference.split())]
 
 
+def reference_sizes(references: Sequence[str]) -> tuple[int, int]:
+    """``(characters, words)`` of ``references`` as :func:`error_counts` counts them: the
+    denominators of their CER and WER."""
+    normalized = [normalize_text(reference) for reference in references]
+    return sum(map(len, normalized)), sum(len(text.split()) for text in normalized)
+
+
 def summed_error_counts(references: Sequence[str], hypotheses: Sequence[str]) -> list[int]:
     """:func:`error_counts` summed over aligned ``references`` and ``hypotheses``."""
     if len(references) != len(hypotheses):

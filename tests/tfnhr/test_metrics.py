@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfnhr.metrics import edit_distance, error_counts, error_rate, normalize_text
+from tfnhr.metrics import edit_distance, error_counts, error_rate, normalize_text, reference_sizes
 
 
 def tf_edit_distance(reference: str, hypothesis: str) -> int:
@@ -80,3 +80,12 @@ def test_error_counts_sum_to_the_error_rates():
     counts = np.sum([error_counts(r, h) for r, h in zip(references, hypotheses)], axis=0)
     assert counts[0] / counts[1] == error_rate(references, hypotheses, "char")
     assert counts[2] / counts[3] == error_rate(references, hypotheses, "word")
+
+
+def test_reference_sizes_are_the_rates_denominators():
+    references = ["the  cat sat", " a dog ", "Zebra", ""]
+    chars, words = reference_sizes(references)
+    # Counted by hand after normalisation (runs of spaces -> one, ends stripped): 11 + 5 + 5 + 0, 3 + 2 + 1.
+    assert (chars, words) == (21, 6)
+    counts = np.sum([error_counts(r, "x") for r in references], axis=0)
+    assert (counts[1], counts[3]) == (chars, words)

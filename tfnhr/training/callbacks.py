@@ -24,8 +24,7 @@ from tfnhr.metrics import rates_of_counts, summed_error_counts
 
 class ValidationErrorRates(keras.callbacks.Callback):
     """After every epoch: greedy-decode ``data``'s images and log ``val_cer`` and ``val_wer``
-    (ratios) against its texts, and ``val_chars`` and ``val_words``, the reference characters and
-    words they are rates of (which say how noisy the rates are).
+    (ratios) against its texts.
 
     Args:
       data: the validation images and transcriptions.
@@ -43,11 +42,9 @@ class ValidationErrorRates(keras.callbacks.Callback):
         return summed_error_counts(self.data.texts, hypotheses)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        counts = self.error_counts()
-        cer, wer = rates_of_counts(counts)
+        cer, wer = rates_of_counts(self.error_counts())
         if logs is not None:
             logs["val_cer"], logs["val_wer"] = cer, wer
-            logs["val_chars"], logs["val_words"] = int(counts[1]), int(counts[3])
 
 
 def reset_optimizer_state(optimizer: keras.optimizers.Optimizer) -> None:
@@ -78,8 +75,8 @@ class LearningRateHalving(keras.callbacks.Callback):
       (1: at the first one, as in the paper); a validation that is not worse resets the count.
     * ``margin``: a rate counts as worse only when it exceeds the best validation's by more than
       ``margin`` binomial standard errors of the best's rate over the validation set's reference
-      units, ``sqrt(p (1 - p) / n)`` with ``p = (errors + 1) / (n + 2)`` (``n``: ``val_chars``
-      for the CER, ``val_words`` for the WER). A small validation set's rate moves by that much
+      units, ``sqrt(p (1 - p) / n)`` with ``p = (errors + 1) / (n + 2)`` (``n``: the characters
+      of ``units`` for the CER, its words for the WER). A small validation set's rate moves by that much
       between two validations of equally good weights (150 digit lines: 0.57 points of CER at
       3.5 %); a margin keeps such noise from halving, restoring and resetting again and again.
       0: any increase is worse (the paper's rule). On a large set the margin is small.
@@ -92,6 +89,8 @@ class LearningRateHalving(keras.callbacks.Callback):
         (e.g. a lower CER with a higher WER: training goes on from it).
       min_learning_rate: stop training once a halving would go below this.
       start_below, patience, margin: see above.
+      units: ``(characters, words)`` of the validation set's references
+        (:func:`tfnhr.metrics.reference_sizes`); needed with a margin.
 
     Validations are epoch ends (with ``fit(steps_per_epoch=N)``, every N updates). Attributes:
     ``best`` (``{"epoch", "val_cer", "val_wer"}`` of the best validation, or ``None``),
@@ -102,7 +101,8 @@ class LearningRateHalving(keras.callbacks.Callback):
 
     def __init__(self, halve_on: str = "either", min_learning_rate: float = 1e-6,
                  initial_state: dict | None = None, best_weights: list[np.ndarray] | None = None,
-                 start_below: float | None = None, patience: int = 1, margin: float = 0.0) -> None:
+                 start_below: float | None = None, patience: int = 1, margin: float = 0.0,
+                 units: tuple[int, int] | None = None) -> None:
         super().__init__()
         if halve_on not in HALVE_ON:
             raise ValueError(f"halve_on must be one of {HALVE_ON}, got {halve_on!r}")
@@ -112,9 +112,11 @@ class LearningRateHalving(keras.callbacks.Callback):
             raise ValueError(f"patience must be >= 1, got {patience}")
         if not margin >= 0:
             raise ValueError(f"margin must be >= 0 (standard errors), got {margin}")
+        if margin and (units is None or min(units) < 1):
+            raise ValueError(f"a margin needs the validation set's characters and words (units), got {units}")
         self.halve_on, self.min_learning_rate = halve_on, min_learning_rate
         self.floor_reached: int | None = None  # the epoch whose halving would have passed the floor
-        self.start_below, self.patience, self.margin = start_below, patience, margin
+        self.start_below, self.patience, self.margin, self.units = start_below, patience, margin, units
         state = initial_state or {}
         self.best: dict | None = state.get("best")
         self.halvings: list[int] = list(state.get("halvings", []))
@@ -130,20 +132,17 @@ class LearningRateHalving(keras.callbacks.Callback):
         return {"best": self.best, "halvings": self.halvings, "first_cer": self.first_cer, "armed": self.armed,
                 "worse_in_a_row": self.worse_in_a_row}
 
-    def _worse(self, cer: float, wer: float, logs: dict) -> bool:
-        cer_worse = cer > self.best["val_cer"] + self._noise(self.best["val_cer"], logs, "val_chars")
-        wer_worse = wer > self.best["val_wer"] + self._noise(self.best["val_wer"], logs, "val_words")
+    def _worse(self, cer: float, wer: float) -> bool:
+        chars, words = self.units or (0, 0)
+        cer_worse = cer > self.best["val_cer"] + self._noise(self.best["val_cer"], chars)
+        wer_worse = wer > self.best["val_wer"] + self._noise(self.best["val_wer"], words)
         return {"either": cer_worse or wer_worse, "both": cer_worse and wer_worse,
                 "cer": cer_worse, "wer": wer_worse, "never": False}[self.halve_on]
 
-    def _noise(self, rate: float, logs: dict, units_key: str) -> float:
-        """``margin`` standard errors of ``rate`` over the ``logs[units_key]`` units it counts."""
+    def _noise(self, rate: float, units: int) -> float:
+        """``margin`` standard errors of ``rate``, a rate of errors in ``units``."""
         if not self.margin:
             return 0.0
-        if units_key not in logs:
-            raise RuntimeError(f"LearningRateHalving with a margin needs {units_key} in the logs "
-                               "(ValidationErrorRates puts it there)")
-        units = logs[units_key]
         errors = rate * units
         smoothed = (errors + 1) / (units + 2)
         return self.margin * math.sqrt(smoothed * (1 - smoothed) / units)
@@ -164,7 +163,7 @@ class LearningRateHalving(keras.callbacks.Callback):
             self.best = {"epoch": epoch + 1, "val_cer": cer, "val_wer": wer}
             self.best_weights = self.model.get_weights()
             self.worse_in_a_row = 0
-        elif self.armed and self._worse(cer, wer, logs):
+        elif self.armed and self._worse(cer, wer):
             self.worse_in_a_row += 1
             if self.worse_in_a_row >= self.patience:
                 self.worse_in_a_row = 0

@@ -42,6 +42,7 @@ from tfnhr.data.batches import auto_batch_pixels
 from tfnhr.data.dataset import Augment, make_dataset
 from tfnhr.data.samples import TextImageSet, ctc_min_widths, drop_infeasible
 from tfnhr.data.sources import load_data_subset
+from tfnhr.metrics import reference_sizes
 from tfnhr.models.config_network import build_config_network
 from tfnhr.models.ctc_model import CtcModel
 from tfnhr.models.recognizer import build_recognizer
@@ -178,7 +179,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     halving = LearningRateHalving(options.halve_on, initial_state=state and state["halving"],
                                   best_weights=best_weights, start_below=options.halve_start,
                                   patience=max(options.halve_patience, fit_rounds["per_epoch"]),
-                                  margin=options.halve_margin)
+                                  margin=options.halve_margin, units=reference_sizes(val_set.texts))
     time_limit = hooks.time_limit(float("inf") if options.time_limit is None else 60 * options.time_limit)
     writers = [
         BestCheckpoint(out / "best.keras", best_cer=halving.best["val_cer"] if halving.best else float("inf")),
