@@ -29,8 +29,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_filters", "block": "block",
                "dropout": "dropout", "cell": "cell", "height": "height", "batch_pixels": "batch_pixels",
                "epochs": "epochs", "lr": "learning_rate", "optimizer": "optimizer", "clipnorm": "clipnorm",
-               "halve_on": "halve_on", "halve_start": "halve_start", "halve_patience": "halve_patience", "halve_margin": "halve_margin",
-               "seed": "seed", "augment": "augment", "validate_every": "validate_every", "anneal": "anneal",
+               "halve_on": "halve_on", "halve_start": "halve_start", "halve_patience": "halve_patience",
+               "halve_margin": "halve_margin", "seed": "seed", "augment": "augment", "validate_every": "validate_every", "anneal": "anneal",
                "sort_window": "sort_window", "ema": "ema"}
 """Options whose flags are only set when given (so a config file can supply them) -> the
 :class:`~tfnhr.training.TrainOptions` field."""
@@ -39,8 +39,8 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
 # from tfnhr.training.TrainOptions, which a test keeps equal to these).
 HELP_DEFAULTS = {"out": Path("runs/recognizer"), "dropout": 0.25, "cell": "leaky_lp", "batch_pixels": None,
                  "epochs": 80, "learning_rate": 0.005, "optimizer": "adam", "clipnorm": 10.0, "seed": 0,
-                 "halve_start": 0.5, "halve_patience": 2, "halve_margin": 1.0, "augment": "default", "anneal": 0.5, "sort_window": 1,
-                 "ema": 0.99}
+                 "halve_start": 0.5, "halve_patience": 2, "halve_margin": 1.0, "augment": "default", "anneal": 0.5,
+                 "sort_window": 1, "ema": 0.99}
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:

@@ -76,10 +76,10 @@ class LearningRateHalving(keras.callbacks.Callback):
     * ``margin``: a rate counts as worse only when it exceeds the best validation's by more than
       ``margin`` binomial standard errors of the best's rate over the validation set's reference
       units, ``sqrt(p (1 - p) / n)`` with ``p = (errors + 1) / (n + 2)`` (``n``: the characters
-      of ``units`` for the CER, its words for the WER). A small validation set's rate moves by that much
-      between two validations of equally good weights (150 digit lines: 0.57 points of CER at
-      3.5 %); a margin keeps such noise from halving, restoring and resetting again and again.
-      0: any increase is worse (the paper's rule). On a large set the margin is small.
+      of ``units`` for the CER, its words for the WER). A small validation set's rate moves by
+      that much between two validations of equally good weights (150 digit lines: 0.57 points of
+      CER at 3.5 %); a margin keeps such noise from halving, restoring and resetting again and
+      again. 0: any increase is worse (the paper's rule). On a large set the margin is small.
 
     Args:
       halve_on: ``"either"`` (CER or WER worse than the best validation's, the default), ``"both"``

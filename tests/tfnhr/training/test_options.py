@@ -78,7 +78,8 @@ def test_recipe_and_augmentation_options_from_flags_and_config(tmp_path):
 
     config_file = tmp_path / "net.yaml"
     config_file.write_text("network:\n  out: {class: ctc}\naugment: strong\nvalidate_every: 30\n"
-                           "halve_start: 0.25\nhalve_patience: 3\nhalve_margin: 2\nanneal: 0.8\nsort_window: 4\nema: 0.9\n")
+                           "halve_start: 0.25\nhalve_patience: 3\nhalve_margin: 2\nanneal: 0.8\nsort_window: 4\n"
+                           "ema: 0.9\n")
     from_file = resolve_options(RUN, load_config(config_file), {})
     assert (from_file.augment, from_file.validate_every, from_file.halve_start, from_file.halve_patience,
             from_file.halve_margin, from_file.anneal, from_file.sort_window, from_file.ema) == \
