@@ -30,8 +30,8 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
                "dropout": "dropout", "cell": "cell", "height": "height", "batch_pixels": "batch_pixels",
                "epochs": "epochs", "lr": "learning_rate", "optimizer": "optimizer", "clipnorm": "clipnorm",
                "halve_on": "halve_on", "halve_start": "halve_start", "halve_patience": "halve_patience",
-               "halve_margin": "halve_margin", "seed": "seed", "augment": "augment", "validate_every": "validate_every", "anneal": "anneal",
-               "sort_window": "sort_window", "ema": "ema"}
+               "halve_margin": "halve_margin", "seed": "seed", "augment": "augment",
+               "validate_every": "validate_every", "anneal": "anneal", "sort_window": "sort_window", "ema": "ema"}
 """Options whose flags are only set when given (so a config file can supply them) -> the
 :class:`~tfnhr.training.TrainOptions` field."""
 
