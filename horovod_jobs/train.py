@@ -37,8 +37,11 @@ if TYPE_CHECKING:  # at run time imported late: they load TensorFlow
     from horovod_jobs.train_hooks import SyncOptions
 
 TASKS = ("nhr", "mlcn")
-PEER_FAILURE = "Horovod has been shut down"
-"""What a collective's error says when a peer died, or timed out (``HOROVOD_GLOO_TIMEOUT_SECONDS``)."""
+PEER_FAILURES = ("Horovod has been shut down", "Timed out waiting", "Connection closed by peer",
+                 "Connection reset by peer")
+"""What a collective's error says when a peer died or stopped answering: Horovod's own message once its
+background loop has stopped, or Gloo's transport error when the collective itself times out
+(``HOROVOD_GLOO_TIMEOUT_SECONDS``) or loses its socket; which one a rank sees depends on timing."""
 PARALLEL_MODES = ("data", "model")
 DEFAULT_AVERAGE_EVERY = 16
 
@@ -199,6 +202,11 @@ def run_mlcn(args: argparse.Namespace, workers: Workers, callbacks: Sequence[ker
     return train(config, setup, hooks)
 
 
+def peer_failure(message: str) -> str | None:
+    """The marker of ``PEER_FAILURES`` that an error ``message`` contains, or None when it names no peer failure."""
+    return next((marker for marker in PEER_FAILURES if marker in message), None)
+
+
 def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.Callback] = ()) -> int:
     """Entry point (``python train.py ...``, also under ``horovodrun``); returns the exit status.
     ``callbacks``: Keras callbacks added last to ``fit``'s (e.g. a benchmark's timer)."""
@@ -221,10 +229,11 @@ def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.
         print(f"train.py --task {args.task}: error on rank {workers.rank}: {message}", file=sys.stderr, flush=True)
         return 2
     except Exception as error:
-        if PEER_FAILURE not in str(error):
+        cause = peer_failure(str(error))
+        if cause is None:
             raise
         print(f"train.py --task {args.task}: error on rank {workers.rank}: a peer rank died or stopped answering "
-              f"(a collective failed: {PEER_FAILURE}); see that rank's output", file=sys.stderr, flush=True)
+              f"(a collective failed: {cause}); see that rank's output", file=sys.stderr, flush=True)
         return 1
     return 0
 

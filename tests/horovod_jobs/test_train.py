@@ -29,7 +29,7 @@ import pytest
 
 from capsnet.models import load_model
 from horovod_jobs.distributed import Workers
-from horovod_jobs.train import main, parse_args
+from horovod_jobs.train import main, parse_args, peer_failure
 from horovod_jobs.train_hooks import LearningRateWarmUp, RecognizerHooks, SyncOptions, worker_batches
 from tests.helpers.environment import REPO
 from tests.helpers.tiny_models import TINY_MODEL as TINY_NHR
@@ -183,6 +183,17 @@ def test_mlcn_model_parallel_rank_that_dies_ends_the_job(horovodrun, tmp_path):
     assert result.returncode != 0
     assert seconds < 25 + 30, output_tail(result)
     assert "Process 1 exit with status code 137" in result.stdout + result.stderr, output_tail(result)
+
+
+def test_peer_failure_names_both_errors_a_dead_peer_can_cause():
+    """A rank whose peer stops sees either Horovod's shutdown or, when its own collective times out first,
+    Gloo's transport error (both seen from ``test_mlcn_model_parallel_rank_that_hangs_ends_the_job``)."""
+    shut_down = "Horovod has been shut down. This was caused by an exception on one of the ranks"
+    timed_out = ("[gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for recv operation to complete\n"
+                 "\t [[{{node capsnet.replicated_gradients}}]] [Op:__inference_multi_step_on_iterator_4218]")
+    assert peer_failure(shut_down) == "Horovod has been shut down"
+    assert peer_failure(timed_out) == "Timed out waiting"
+    assert peer_failure("Incompatible shapes: [4,10] vs. [4,12]") is None
 
 
 @pytest.mark.horovod
