@@ -1,8 +1,9 @@
 """Recognition accuracy of ``tfnhr train``'s own defaults on lines of real handwritten digits,
 over several training seeds, at a fixed wall-time budget per run.
 
-What it measures: the test CER (greedy decoding; read once, and with the width ensemble of
-``tfnhr evaluate --widths default``) of the recognizer that ``tfnhr train --height 32 --block 2x2
+What it measures: the test CER (greedy decoding; read once, with the width ensemble of
+``tfnhr evaluate --widths default`` and with its 24 views of ``--widths default --shears default``)
+of the recognizer that ``tfnhr train --height 32 --block 2x2
 --time-limit MINUTES --seed S`` leaves as ``best.keras`` (best validation CER), for each seed of
 ``--seeds``; with each run's epochs, best validation CER, learning-rate halvings and
 whether it collapsed (``summary.json``'s ``collapsed``: tfnhr's diagnosis of a run stuck in
@@ -34,7 +35,8 @@ Usage::
     python benchmarks/handwritten_digit_lines.py --build-only --set build/bench/digit_lines.h5
 
 Each run's folder (``--work``/seed-S) keeps ``best.keras``, ``log.csv``, ``summary.json``, the
-training output (``train.log``) and the test tables (``test.json``, ``test_widths.json``).
+training output (``train.log``) and the test tables (``test.json``, ``test_widths.json``,
+``test_views.json``).
 
 Figures: docs/performance.md.
 """
@@ -285,14 +287,16 @@ def train_and_test(data: Path, seed: int, minutes: float, out: Path, flags: list
     summary = json.loads((out / "summary.json").read_text())
     epochs = read_log(out / "log.csv")
     cers = {}
-    for name, widths in (("test", "1"), ("test_widths", "default")):
+    for name, widths, shears in (("test", "1", "0"), ("test_widths", "default", "0"),
+                                 ("test_views", "default", "default")):
         tfnhr(["evaluate", "--model", str(out / "best.keras"), "--data", str(data), "--subset", "test",
-               "--decoders", "greedy", "--widths", widths, "--json", str(out / f"{name}.json")], out / f"{name}.log")
+               "--decoders", "greedy", "--widths", widths, "--shears", shears, "--json", str(out / f"{name}.json")],
+              out / f"{name}.log")
         cers[name] = json.loads((out / f"{name}.json").read_text())[0]
     return {
         "seed": seed, "epochs": summary["epochs_run"], "best_epoch": summary["best_epoch"],
         "best_val_cer": summary["best_val_cer"], "test_cer": cers["test"]["cer"], "test_wer": cers["test"]["wer"],
-        "test_cer_widths": cers["test_widths"]["cer"],
+        "test_cer_widths": cers["test_widths"]["cer"], "test_cer_views": cers["test_views"]["cer"],
         "halvings": summary["halvings"], "collapsed": summary["collapsed"],
         "val_cer_per_epoch": [row.get("val_cer") for row in epochs],
         "loss_per_epoch": [row.get("loss") for row in epochs],
@@ -329,9 +333,14 @@ def measure(args: argparse.Namespace) -> dict:
         _harness.log(f"seed {seed}: test CER {runs[-1]['test_cer']:.2%}")
     report.update({"minutes": args.minutes,
                    "command": f"tfnhr train --height 32 --block 2x2 {args.train_flags}".strip() + " (defaults otherwise)",
-                   "runs": runs, **{key: spread([run[key] for run in runs]) for key in ("test_cer", "test_cer_widths")}})
+                   "runs": runs, **{key: spread([run[key] for run in runs]) for key in ENSEMBLES}})
     print_table(report)
     return report
+
+
+ENSEMBLES = {"test_cer": "read once", "test_cer_widths": "width ensemble, --widths default",
+             "test_cer_views": "24 views, --widths default --shears default"}
+"""The test CERs of a run (keys of its figures) and how each was read."""
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -341,16 +350,16 @@ def spread(values: list[float]) -> dict[str, float]:
 
 def print_table(report: dict) -> None:
     print(f"\n{report['minutes']} min per run, {report['cores']} cores, height 32, 2x2 blocks")
-    print(f"{'seed':>4} {'epochs':>6} {'best val CER':>12} {'test CER':>9} {'8 widths':>9} {'halvings':>12} "
-          f"{'collapsed':>9}")
+    print(f"{'seed':>4} {'epochs':>6} {'best val CER':>12} {'test CER':>9} {'8 widths':>9} {'24 views':>9} "
+          f"{'halvings':>12} {'collapsed':>9}")
     for run in report["runs"]:
         best = "-" if run["best_val_cer"] is None else f"{run['best_val_cer']:.2%}"
         flag = {None: "n/a", True: "yes", False: "no"}[run["collapsed"]]
         halvings = run["halvings"]  # the epochs at which the LR was halved
         halvings = (",".join(str(epoch) for epoch in halvings) or "-") if isinstance(halvings, list) else str(halvings)
         print(f"{run['seed']:>4} {run['epochs']:>6} {best:>12} {run['test_cer']:>9.2%} {run['test_cer_widths']:>9.2%} "
-              f"{halvings:>12} {flag:>9}")
-    for key, how in (("test_cer", "read once"), ("test_cer_widths", "width ensemble, --widths default")):
+              f"{run['test_cer_views']:>9.2%} {halvings:>12} {flag:>9}")
+    for key, how in ENSEMBLES.items():
         cer = report[key]
         print(f"test CER over {len(report['runs'])} seed(s), {how}: median {cer['median']:.2%}, "
               f"range {cer['min']:.2%}..{cer['max']:.2%}")

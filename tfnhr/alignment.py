@@ -27,7 +27,8 @@ from tfnhr.decoding.greedy import check_scores, log_softmax
 @dataclasses.dataclass(frozen=True)
 class Span:
     """A character or word: ``text``, ``confidence`` in (0, 1], and ``x0 < x1``, its columns in
-    image pixels (floats, ``0 <= x0 < x1 <= W``)."""
+    image pixels (floats, ``0 <= x0 < x1 <= W``; ``x0 == x1`` only where a sheared view's reading
+    put the span wholly into the margin the shear added, :meth:`shifted`)."""
 
     text: str
     confidence: float
@@ -42,6 +43,12 @@ class Span:
         """The span with its columns multiplied by ``factor`` (for the same image at another width)."""
         return dataclasses.replace(self, x0=self.x0 * factor, x1=self.x1 * factor)
 
+    def shifted(self, offset: float, width: float) -> "Span":
+        """The span moved by ``offset`` px and clipped to ``[0, width]`` (for the image inside a
+        wider one, e.g. a sheared view's margins removed)."""
+        return dataclasses.replace(self, x0=min(max(self.x0 + offset, 0.0), width),
+                                   x1=min(max(self.x1 + offset, 0.0), width))
+
 
 @dataclasses.dataclass(frozen=True)
 class Alignment:
@@ -55,6 +62,11 @@ class Alignment:
         """The alignment for the same image scaled to ``factor`` times its width."""
         return Alignment(self.text, tuple(span.scaled(factor) for span in self.chars),
                          tuple(span.scaled(factor) for span in self.words))
+
+    def shifted(self, offset: float, width: float) -> "Alignment":
+        """The alignment with every span moved by ``offset`` px and clipped to ``[0, width]``."""
+        return Alignment(self.text, tuple(span.shifted(offset, width) for span in self.chars),
+                         tuple(span.shifted(offset, width) for span in self.words))
 
 
 def align(scores: np.ndarray, charset: Charset, image_width: float) -> Alignment:

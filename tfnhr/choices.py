@@ -87,3 +87,7 @@ ENSEMBLE_WIDTHS = (0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4)
 chosen on the validation sets of the main job's fonts and of handwritten digit lines, where it
 lowered or kept every CER and gained the most points in all (narrower factors suit the digits,
 wider ones the main job's narrow validation hand)."""
+ENSEMBLE_SHEARS = (-0.2, 0.0, 0.2)
+"""Shears (px per px of height) that ``--shears default`` reads a line at, each at every width
+(:mod:`tfnhr.width_ensemble`): of -0.2..0.2 in steps of 0.1, the set that lowered the greedy CER
+of the most validation sets measured with the 8 default widths (docs/performance.md)."""

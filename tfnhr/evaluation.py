@@ -16,7 +16,7 @@ from tfnhr.decoding import Decoder
 from tfnhr.inference import Transcriber
 from tfnhr.metrics import rates_of_counts, summed_error_counts
 from tfnhr.models.ctc_model import CtcModel
-from tfnhr.width_ensemble import decode_widths
+from tfnhr.width_ensemble import decode_views
 
 
 @dataclasses.dataclass
@@ -39,15 +39,15 @@ def evaluate_in_parts(parts: Iterable[Sequence[Sequence[np.ndarray]]], reference
                       decoders: Mapping[str, Decoder], charset: Charset | None = None
                       ) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
     """:func:`evaluate` of scores that come in consecutive parts of the images, each part per
-    width of a width ensemble per image ``[T, C]`` (one width: read once); each decoder's texts
-    are those the widths agree on (:func:`tfnhr.width_ensemble.decode_widths`; ``charset`` needed
-    with more than one width). Decoding seconds are summed over the parts."""
+    view of a width ensemble per image ``[T, C]`` (one view: read once); each decoder's texts
+    are those the views agree on (:func:`tfnhr.width_ensemble.decode_views`; ``charset`` needed
+    with more than one view). Decoding seconds are summed over the parts."""
     transcriptions: dict[str, list[str]] = {name: [] for name in decoders}
     seconds = dict.fromkeys(decoders, 0.0)
-    for width_scores in parts:
+    for view_scores in parts:
         for name, decoder in decoders.items():
             started = time.perf_counter()
-            transcriptions[name] += decode_widths(decoder, width_scores, charset)[0]
+            transcriptions[name] += decode_views(decoder, view_scores, charset)[0]
             seconds[name] += time.perf_counter() - started
     rows = [EvaluationRow(name, *rates_of_counts(summed_error_counts(references, hypotheses)), seconds[name])
             for name, hypotheses in transcriptions.items()]
@@ -63,9 +63,10 @@ def format_table(rows: Sequence[EvaluationRow]) -> str:
 
 
 def evaluate_set(model: CtcModel, data: TextImageSet, decoders: Mapping[str, Decoder],
-                 batch_pixels: int = DEFAULT_BATCH_PIXELS, widths: Sequence[float] = (1.0,)
-                 ) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
+                 batch_pixels: int = DEFAULT_BATCH_PIXELS, widths: Sequence[float] = (1.0,),
+                 shears: Sequence[float] = (0.0,)) -> tuple[list[EvaluationRow], dict[str, list[str]]]:
     """:func:`evaluate` of the decoders on ``model``'s scores of ``data``'s images against its
-    texts; with several ``widths`` (factors of the image widths) through the width ensemble."""
-    parts = Transcriber(model, batch_pixels=batch_pixels, widths=widths).width_score_parts(data.images)
+    texts; with several ``widths`` (factors of the image widths) or ``shears`` through the width
+    ensemble."""
+    parts = Transcriber(model, batch_pixels=batch_pixels, widths=widths, shears=shears).view_score_parts(data.images)
     return evaluate_in_parts(parts, data.texts, decoders, model.charset)

@@ -4,8 +4,8 @@ the main job and notebooks).
 
 Images are uint8 gray ``[H_i, W_i]`` (0 = ink), any size; they are scaled to the model's
 ``input_height`` (if it has one) and run in batches of at most ``batch_pixels`` pixels, in order.
-With several ``widths`` each image is also read at those factors of its width and the texts
-agreed on are kept (:mod:`tfnhr.width_ensemble`).
+With several ``widths`` or ``shears`` each image is also read in those views (sheared, then
+resized horizontally) and the texts the views agree on are kept (:mod:`tfnhr.width_ensemble`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from tfnhr.data.dataset import ragged_batch
 from tfnhr.data.images import scale_to_height
 from tfnhr.decoding import Decoder, GreedyDecoder, log_softmax
 from tfnhr.models.ctc_model import CtcModel
-from tfnhr.width_ensemble import check_widths, decode_widths, scale_width
+from tfnhr.width_ensemble import View, decode_views, views
 
 
 ENSEMBLE_IMAGES = 256
-"""Images read (at every width of :attr:`Transcriber.widths`) and decoded before the next ones:
+"""Images read (in every view of :attr:`Transcriber.views`) and decoded before the next ones:
 bounds the scores held at once to theirs."""
 
 
@@ -45,16 +45,18 @@ class Transcriber:
       model: a trained :class:`~tfnhr.models.CtcModel`.
       decoder: how scores become text (:func:`tfnhr.decoding.make_decoder`); default greedy.
       batch_pixels: pixel budget of one model call (an image larger than it runs alone).
-      widths: factors of each image's width to read it at (one model call each); with more than
-        ``(1.0,)`` the texts are those the widths agree on (:func:`~tfnhr.width_ensemble.agreed_readings`),
-        their confidence and alignment from the width that read them best.
+      widths: factors of each image's width to read it at.
+      shears: shears (px per px of height) to read each image at, each at every factor of ``widths``
+        (:func:`~tfnhr.width_ensemble.views`, one model call per view). With more than one view the
+        texts are those the views agree on (:func:`~tfnhr.width_ensemble.agreed_readings`), their
+        confidence and alignment from the view that read them best.
     """
 
-    def __init__(self, model: CtcModel, decoder: Decoder | None = None,
-                 batch_pixels: int = DEFAULT_BATCH_PIXELS, widths: Sequence[float] = (1.0,)) -> None:
+    def __init__(self, model: CtcModel, decoder: Decoder | None = None, batch_pixels: int = DEFAULT_BATCH_PIXELS,
+                 widths: Sequence[float] = (1.0,), shears: Sequence[float] = (0.0,)) -> None:
         if batch_pixels < 1:
             raise ValueError(f"the pixel budget must be positive, got {batch_pixels}")
-        self.model, self.batch_pixels, self.widths = model, batch_pixels, check_widths(widths)
+        self.model, self.batch_pixels, self.views = model, batch_pixels, views(widths, shears)
         self.decoder = decoder if decoder is not None else GreedyDecoder(model.charset)
 
     def batches(self, grays: Sequence[np.ndarray]) -> Iterator[tuple[list[int], tf.RaggedTensor]]:
@@ -73,25 +75,31 @@ class Transcriber:
                 scores[index] = tf.cast(example_scores, tf.float32).numpy()  # mixed precision: float32
         return scores
 
-    def width_scores(self, grays: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
-        """Per factor of :attr:`widths`, the :meth:`scores` of the images resized to it."""
-        return [self.scores([scale_width(gray, width) for gray in grays]) for width in self.widths]
+    def view_scores(self, grays: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
+        """Per view of :attr:`views`, the :meth:`scores` of the images in that view."""
+        return [self.scores([view.image(gray) for gray in grays]) for view in self.views]
 
-    def width_score_parts(self, grays: Sequence[np.ndarray]) -> Iterator[list[list[np.ndarray]]]:
-        """:meth:`width_scores` of :data:`ENSEMBLE_IMAGES` images at a time, in order, so that the
-        widths' scores of only that many are held at once."""
+    def view_score_parts(self, grays: Sequence[np.ndarray]) -> Iterator[list[list[np.ndarray]]]:
+        """:meth:`view_scores` of :data:`ENSEMBLE_IMAGES` images at a time, in order, so that the
+        views' scores of only that many are held at once."""
         for start in range(0, len(grays), ENSEMBLE_IMAGES):
-            yield self.width_scores(grays[start:start + ENSEMBLE_IMAGES])
+            yield self.view_scores(grays[start:start + ENSEMBLE_IMAGES])
+
+    def agreed(self, grays: Sequence[np.ndarray]) -> Iterator[tuple[str, np.ndarray, View]]:
+        """Per image, in order: its decoded text (the views' agreed text with several
+        :attr:`views`), the column scores it was read from and the view of those scores."""
+        for view_scores in self.view_score_parts(grays):
+            texts, readers = decode_views(self.decoder, view_scores, self.model.charset)
+            for i, (text, reader) in enumerate(zip(texts, readers)):
+                yield text, view_scores[reader][i], self.views[reader]
 
     def texts_and_scores(self, grays: Sequence[np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
-        """Per image, in order: its decoded text (the widths' agreed text with several
-        :attr:`widths`) and the column scores it was read from."""
+        """Per image, in order: its decoded text and the column scores it was read from (:meth:`agreed`)."""
         texts: list[str] = []
         scores: list[np.ndarray] = []
-        for width_scores in self.width_score_parts(grays):
-            part_texts, readers = decode_widths(self.decoder, width_scores, self.model.charset)
-            texts += part_texts
-            scores += [width_scores[reader][i] for i, reader in enumerate(readers)]
+        for text, example_scores, _ in self.agreed(grays):
+            texts.append(text)
+            scores.append(example_scores)
         return texts, scores
 
     def transcribe(self, grays: Sequence[np.ndarray]) -> list[str]:
@@ -100,10 +108,13 @@ class Transcriber:
 
     def read(self, grays: Sequence[np.ndarray]) -> list[Reading]:
         """A :class:`Reading` per image, in order; spans are in the pixel columns of the images
-        as given (before scaling to the model's height or a width factor)."""
+        as given (before scaling to the model's height or a view's shear and width factor; a
+        sheared view's columns are taken at the line's middle row)."""
         readings = []
-        for gray, text, example_scores in zip(grays, *self.texts_and_scores(grays)):
-            alignment = align(example_scores, self.model.charset, gray.shape[1])
+        for gray, (text, example_scores, view) in zip(grays, self.agreed(grays)):
+            margin = view.margin(gray.shape[0])
+            alignment = align(example_scores, self.model.charset, gray.shape[1] + 2 * margin)
+            alignment = alignment.shifted(-margin, gray.shape[1]) if margin else alignment
             readings.append(Reading(text, confidence(example_scores), alignment if alignment.text == text else None))
         return readings
 

@@ -105,6 +105,8 @@ PORT = Range(0, 65535, integer=True)
 """A TCP port; 0 lets the system choose a free one."""
 WIDTH_FACTOR = Range(0.1, 10)
 """A factor of an image's width (the width ensemble's ``--widths``)."""
+SHEAR = Range(-1, 1)
+"""A shear of a line image, px of horizontal shift per px of height (the width ensemble's ``--shears``)."""
 PROBABILITY_BELOW_ONE = Range(0, 1, high_open=True)
 """Dropout and similar rates: 1 would drop everything."""
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from tfnhr.charset import Charset
 
 
@@ -21,3 +23,20 @@ def peak_labels(text: str, boxes, width: int, charset: Charset, pixels_per_colum
         if number + 1 < len(words):
             labels[int((x1 + boxes[number + 1][0]) / 2 / pixels_per_column)] = charset.encode(" ")[0]
     return labels
+
+
+def peak_scores(labels: list[int], classes: int, probabilities: list[float]) -> np.ndarray:
+    """Logits ``[T, classes]`` whose softmax puts ``probabilities[t]`` on ``labels[t]`` and
+    spreads the rest evenly."""
+    scores = np.zeros((len(labels), classes))
+    for column, (label, p) in enumerate(zip(labels, probabilities)):
+        rest = (1 - p) / (classes - 1)
+        scores[column] = np.log(rest)
+        scores[column, label] = np.log(p)
+    return scores
+
+
+def interval_iou(a: tuple[float, float], b: tuple[float, float]) -> float:
+    """Intersection over union of the intervals ``a`` and ``b`` (``(start, end)``, ``start < end``)."""
+    overlap = max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+    return overlap / (max(a[1], b[1]) - min(a[0], b[0]))

@@ -13,21 +13,10 @@ from tfnhr.alignment import Reading, Span, align
 from tfnhr.charset import Charset
 from tfnhr.data.synthetic import render_example
 from tfnhr.inference import Transcriber
-from tests.helpers.peak_columns import peak_labels
+from tests.helpers.peak_columns import interval_iou, peak_labels, peak_scores
 from tests.helpers.tiny_models import tiny_recognizer
 
 ABC = Charset("ab c")
-
-
-def peak_scores(labels: list[int], classes: int, probabilities: list[float]) -> np.ndarray:
-    """Logits ``[T, classes]`` whose softmax puts ``probabilities[t]`` on ``labels[t]`` and
-    spreads the rest evenly."""
-    scores = np.zeros((len(labels), classes))
-    for column, (label, p) in enumerate(zip(labels, probabilities)):
-        rest = (1 - p) / (classes - 1)
-        scores[column] = np.log(rest)
-        scores[column, label] = np.log(p)
-    return scores
 
 
 def test_a_worked_example():
@@ -70,11 +59,6 @@ def test_spans_scale_with_the_image():
     assert Reading("x", 0.5).scaled(3) == Reading("x", 0.5)
 
 
-def iou(a: tuple[float, float], b: tuple[float, float]) -> float:
-    overlap = max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
-    return overlap / (max(a[1], b[1]) - min(a[0], b[0]))
-
-
 @pytest.mark.parametrize("index", range(6))
 def test_word_spans_from_peaks_at_the_characters_overlap_the_rendered_word_boxes(index):
     """A CTC-like column model of a rendered line (one output column per 4 px, each character a
@@ -86,9 +70,17 @@ def test_word_spans_from_peaks_at_the_characters_overlap_the_rendered_word_boxes
     words = text.split()
     alignment = align(peak_scores(labels, charset.num_classes, [0.9] * len(labels)), charset, image.shape[1])
     assert alignment.text == text
-    overlaps = [iou((span.x0, span.x1), (box[0], box[2])) for span, box in zip(alignment.words, boxes)]
+    overlaps = [interval_iou((span.x0, span.x1), (box[0], box[2])) for span, box in zip(alignment.words, boxes)]
     assert min(overlaps) >= 0.4
     assert all(o >= 0.7 for o, word in zip(overlaps, words) if len(word) >= 3), list(zip(words, overlaps))
+
+
+def test_shifted_spans_move_and_clip_to_the_image():
+    alignment = align(peak_scores([0, 1, 0, 2, 0], ABC.num_classes, [0.9] * 5), ABC, image_width=50)
+    assert [(span.x0, span.x1) for span in alignment.chars] == [(5, 25), (25, 45)]  # half gaps, ends by half a gap
+    moved = alignment.shifted(-8, 30)
+    assert [(span.x0, span.x1) for span in moved.chars] == [(0, 17), (17, 30)]
+    assert [(span.x0, span.x1) for span in moved.words] == [(0, 30)] and moved.text == alignment.text == "ab"
 
 
 def test_readings_carry_spans_only_for_the_best_path_text():

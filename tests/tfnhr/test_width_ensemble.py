@@ -1,6 +1,7 @@
 """The width ensemble (:mod:`tfnhr.width_ensemble`): CTC likelihoods against a brute-force sum
-over every alignment, the choice of the agreed text, and the ensemble through
-:class:`~tfnhr.inference.Transcriber` against the model run at each width by hand."""
+over every alignment, the choice of the agreed text, shearing against each row's closed-form
+shift, and the ensemble through :class:`~tfnhr.inference.Transcriber` against the model run in
+each view by hand."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ import pytest
 
 from tfnhr import inference, width_ensemble
 from tfnhr.charset import Charset
-from tfnhr.commands.common import width_factors
+from tfnhr.alignment import align
+from tfnhr.commands.common import shear_factors, width_factors
 from tfnhr.decoding import greedy_decode
 from tfnhr.inference import Transcriber
 from tfnhr.models import build_recognizer
-from tfnhr.width_ensemble import agreed_readings, best_candidate, check_widths, ctc_log_likelihoods, scale_width
+from tfnhr.width_ensemble import (View, agreed_readings, best_candidate, check_shears, check_widths, ctc_log_likelihoods,
+                                  scale_width, shear_image, views)
+from tests.helpers.tiny_models import tiny_recognizer
 
 CHARSET = Charset("ab")
 
@@ -94,6 +98,69 @@ def test_one_width_is_plain_reading_and_several_agree_with_the_model_run_by_hand
     for gray, reading in zip(grays, ensemble.read(grays)):
         assert reading.alignment is not None and 0 < reading.confidence <= 1
         assert all(0 <= span.x0 < span.x1 <= gray.shape[1] + 1e-9 for span in reading.alignment.chars)
+
+
+def test_views_with_shears_agree_with_the_model_run_by_hand_and_align_in_the_given_image():
+    charset = Charset("abcdefghij ")
+    model = build_recognizer(charset, mdlstm_units=(2, 4, 8), conv_filters=(4, 6), block=(2, 2), dropout=0.0,
+                             input_height=16)
+    rng = np.random.default_rng(1)
+    grays = [rng.integers(0, 256, size=(height, width), dtype=np.uint8) for height, width in ((24, 60), (16, 44))]
+    plain = Transcriber(model)
+    every = views((0.8, 1.0), (-0.2, 0.0, 0.2))
+    view_scores = [plain.scores([view.image(gray) for gray in grays]) for view in every]
+    view_texts = [[greedy_decode(scores, charset) for scores in per_view] for per_view in view_scores]
+    expected, _ = agreed_readings(view_scores, view_texts, charset)
+    assert Transcriber(model, widths=(0.8, 1.0), shears=(-0.2, 0.0, 0.2)).transcribe(grays) == expected
+
+
+def test_a_sheared_readers_spans_are_in_the_columns_of_the_image_as_given():
+    """One sheared view: its columns span the image widened by the shear's margins (computed from
+    the image's own height, not the model's input height); the margins are removed from the spans."""
+    model = tiny_recognizer()
+    rng = np.random.default_rng(1)
+    grays = [rng.integers(0, 256, size=(height, width), dtype=np.uint8) for height, width in ((24, 60), (16, 44))]
+    margins = [3, 2]  # ceil(0.2 x (24 - 1) / 2), ceil(0.2 x (16 - 1) / 2)
+    sheared = [Transcriber(model).scores([shear_image(gray, 0.2)])[0] for gray in grays]
+    shifted = 0
+    for gray, margin, scores, reading in zip(grays, margins, sheared, Transcriber(model, shears=(0.2,)).read(grays)):
+        widened = align(scores, model.charset, gray.shape[1] + 2 * margin)
+        assert reading.text == widened.text and reading.alignment is not None and reading.alignment.chars
+        for span, wide in zip(reading.alignment.chars, widened.chars, strict=True):
+            assert span.x0 == pytest.approx(min(max(wide.x0 - margin, 0), gray.shape[1]))
+            assert span.x1 == pytest.approx(min(max(wide.x1 - margin, 0), gray.shape[1]))
+            shifted += 0 < wide.x0 - margin
+    assert shifted  # a span that moved, not only ones clipped to the edges
+
+
+def test_shear_image_moves_each_row_by_its_shear_about_the_middle_row():
+    height, width, column = 21, 30, 12
+    gray = np.full((height, width), 255, np.uint8)
+    gray[:, column] = 0  # a vertical stroke, 1 px wide
+    assert shear_image(gray, 0.0) is gray
+    for shear in (0.2, -0.35):
+        margin = int(np.ceil(abs(shear) * (height - 1) / 2))
+        out = shear_image(gray, shear)
+        assert out.shape == (height, width + 2 * margin)
+        ink = 255.0 - out
+        assert ink.sum(axis=1) == pytest.approx(np.full(height, 255.0), abs=2)  # no ink lost, paper-coloured corners
+        centres = (ink * np.arange(out.shape[1])).sum(axis=1) / ink.sum(axis=1)
+        expected = column + margin + shear * (np.arange(height) - (height - 1) / 2)
+        assert centres == pytest.approx(expected, abs=0.05)
+    assert View(1.0, 0.2).margin(height) == 2 and View(1.2, 0.2).image(gray).shape == (height, round(34 * 1.2))
+
+
+def test_views_are_every_shear_at_every_width():
+    assert views((0.8, 1.0), (-0.2, 0.2)) == (View(0.8, -0.2), View(1.0, -0.2), View(0.8, 0.2), View(1.0, 0.2))
+    assert views() == (View(1.0, 0.0),)
+    assert check_shears([0, -0.1]) == (0.0, -0.1)
+    for bad in ([], [0.1, 0.1], [1.5]):
+        with pytest.raises(ValueError):
+            check_shears(bad)
+    assert shear_factors("default") == (-0.2, 0.0, 0.2) and shear_factors("-0.1,0") == (-0.1, 0.0)
+    for bad in ("2", "0,0", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            shear_factors(bad)
 
 
 def test_scale_width_keeps_the_height():

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tfnhr.choices import DATA_KINDS, DECODERS, ENSEMBLE_WIDTHS
-from tfnhr.ranges import COUNT, WIDTH_FACTOR, Range, each
+from tfnhr.choices import DATA_KINDS, DECODERS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS
+from tfnhr.ranges import COUNT, SHEAR, WIDTH_FACTOR, Range, each
 
 USER_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, ValueError)
 """What a command reports as one line with exit status 2 (bad input, not a bug)."""
@@ -85,17 +85,32 @@ def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
                         help="read each image at these factors of its width (one model call each) and keep "
                              "the text the widths agree on (summed CTC likelihood); 'default': "
                              + ",".join(f"{w:g}" for w in ENSEMBLE_WIDTHS) + "; 1: read once")
+    parser.add_argument("--shears", type=shear_factors, default=(0.0,), metavar="S1,S2,...|default",
+                        help="also read each image sheared by these amounts (px per px of height), each at "
+                             "every --widths factor, and keep the text all the views agree on; 'default': "
+                             + ",".join(f"{s:g}" for s in ENSEMBLE_SHEARS) + " (3x the model calls); 0: unsheared")
 
 
 def width_factors(text: str) -> tuple[float, ...]:
     """``--widths``: ``"default"`` (:data:`tfnhr.choices.ENSEMBLE_WIDTHS`) or distinct
     comma-separated factors in :data:`tfnhr.ranges.WIDTH_FACTOR`."""
+    return _distinct_factors(text, ENSEMBLE_WIDTHS, WIDTH_FACTOR, "width factors")
+
+
+def shear_factors(text: str) -> tuple[float, ...]:
+    """``--shears``: ``"default"`` (:data:`tfnhr.choices.ENSEMBLE_SHEARS`) or distinct
+    comma-separated shears in :data:`tfnhr.ranges.SHEAR`."""
+    return _distinct_factors(text, ENSEMBLE_SHEARS, SHEAR, "shears")
+
+
+def _distinct_factors(text: str, default: tuple[float, ...], allowed: Range, what: str) -> tuple[float, ...]:
+    """``default`` for ``"default"``, else the distinct comma-separated numbers of ``text`` in ``allowed``."""
     if text.strip().lower() == "default":
-        return ENSEMBLE_WIDTHS
-    widths = each(WIDTH_FACTOR)(text)
-    if len(set(widths)) != len(widths):
-        raise argparse.ArgumentTypeError(f"expected distinct width factors, got {text!r}")
-    return tuple(float(width) for width in widths)
+        return default
+    factors = each(allowed)(text)
+    if len(set(factors)) != len(factors):
+        raise argparse.ArgumentTypeError(f"expected distinct {what}, got {text!r}")
+    return tuple(float(factor) for factor in factors)
 
 
 def add_decoder_choice(parser: argparse.ArgumentParser) -> None:
@@ -130,3 +145,12 @@ def decoder_from_args(name: str | None, args: argparse.Namespace, charset):
     name = name or ("beam+lm" if args.lm else "greedy")
     return make_decoder(name, charset, beam_width=args.beam_width, lm=args.lm, alpha=args.alpha, beta=args.beta,
                         closed_vocabulary=args.closed_vocabulary)
+
+
+def transcriber_from_args(model, args: argparse.Namespace):
+    """A :class:`tfnhr.inference.Transcriber` of ``model`` with ``args``' decoder (``--decoder``
+    and the beam/LM arguments), ``--batch-pixels``, ``--widths`` and ``--shears`` (recognize, serve)."""
+    from tfnhr.inference import Transcriber
+
+    return Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels,
+                       widths=args.widths, shears=args.shears)

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
                             keep_err=args.keep_err, limit=args.max)
     names = args.decoders or (["greedy", "beam+lm"] if args.lm else ["greedy"])
     decoders = {name: decoder_from_args(name, args, model.charset) for name in names}
-    rows, transcriptions = evaluate_set(model, data, decoders, widths=args.widths)
+    rows, transcriptions = evaluate_set(model, data, decoders, widths=args.widths, shears=args.shears)
     print(f"{args.model} on {len(data)} {args.subset} {example_noun(args.kind)} of {args.data}")
     print(format_table(rows))
     for reference, *hypotheses in list(zip(data.texts, *transcriptions.values()))[:args.show]:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tfnhr.choices import DEFAULT_BATCH_PIXELS, DEVICES, RECOGNIZE_FORMATS
-from tfnhr.commands.common import add_decoder_choice, decoder_from_args, reports_errors, use_device
+from tfnhr.commands.common import add_decoder_choice, reports_errors, transcriber_from_args, use_device
 from tfnhr.ranges import COUNT
 
 
@@ -70,11 +70,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _transcriber(args: argparse.Namespace):
     use_device(args.device)
-    from tfnhr.inference import Transcriber
     from tfnhr.models import load_recognizer
 
     model = load_recognizer(args.model)
-    return Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels, args.widths)
+    return transcriber_from_args(model, args)
 
 
 def run_pages(args: argparse.Namespace) -> int:

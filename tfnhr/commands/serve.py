@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from tfnhr.choices import DEFAULT_BATCH_PIXELS
-from tfnhr.commands.common import add_decoder_choice, decoder_from_args, reports_errors
+from tfnhr.commands.common import add_decoder_choice, reports_errors, transcriber_from_args
 from tfnhr.ranges import COUNT, NONNEGATIVE, PORT, POSITIVE
 
 
@@ -61,13 +61,12 @@ def run(args: argparse.Namespace) -> int:
     from PIL import Image
 
     from tfnhr.data.images import scale_to_height
-    from tfnhr.inference import Transcriber
     from tfnhr.models import load_recognizer
     from tfnhr.service.batcher import Batcher
     from tfnhr.service.http import Capacity, Limits, RecognitionServer
 
     model = load_recognizer(args.model)
-    transcriber = Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels, args.widths)
+    transcriber = transcriber_from_args(model, args)
     access_log = open(args.access_log, "a", encoding="utf-8") if args.access_log else sys.stderr
     # Image headers are checked against the limits before decoding; this is PIL's own backstop.
     Image.MAX_IMAGE_PIXELS = max(args.max_height * args.max_width, args.max_page_height * args.max_page_width)
