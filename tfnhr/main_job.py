@@ -11,7 +11,8 @@ Steps, all under ``--out`` (default ``runs/main``):
    validation CER/WER once the model reads), stopped by a time limit; ``model/best.keras`` is the best validation's model,
    ``model/curves.png`` its loss and validation CER.
 4. Validation and test CER/WER of the best model: greedy and beam search + LM, each reading a
-   line once and with the width ensemble (:mod:`tfnhr.width_ensemble`), in all and per font;
+   line once and with the width ensemble (:mod:`tfnhr.width_ensemble`: 8 widths x 3 shears), in
+   all and per font;
    ``main.json``; a few test lines printed with their reference and recognition, and drawn in
    ``samples.png``.
 
@@ -33,7 +34,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tfnhr.choices import AUGMENT_LEVELS, ENSEMBLE_WIDTHS, MODEL_PRESETS
+from tfnhr.choices import AUGMENT_LEVELS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MODEL_PRESETS
 from tfnhr.data import synthetic
 from tfnhr.data.samples import TextImageSet
 from tfnhr.data.sources import load_data_subset
@@ -62,7 +63,7 @@ BUDGET_PIXELS_PER_LINE = 13_000
 and its share of the packing's skew and gaps): 150,000 px hold about 11 lines. Turns the
 validation interval from lines into updates."""
 
-ENSEMBLE_NAME = f"{len(ENSEMBLE_WIDTHS)} widths"
+ENSEMBLE_NAME = f"{len(ENSEMBLE_WIDTHS)} widths x {len(ENSEMBLE_SHEARS)} shears"
 """How the width ensemble's rows are marked in the tables and ``main.json``."""
 
 SAMPLE_LINES = 8
@@ -177,14 +178,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def evaluate_subset(model: CtcModel, data: Path, subset: str, lm_path: Path, out: Path) -> list[dict]:
     """Print and return the greedy and beam+LM CER/WER of the model on ``subset`` (the table
     ``tfnhr evaluate`` prints), read once and with the width ensemble
-    (:data:`~tfnhr.choices.ENSEMBLE_WIDTHS`, rows named ``"greedy, 8 widths"`` etc.), each row
+    at every width of :data:`~tfnhr.choices.ENSEMBLE_WIDTHS` and shear of
+    :data:`~tfnhr.choices.ENSEMBLE_SHEARS` (rows named ``"greedy, 8 widths x 3 shears"`` etc.), each row
     with its CER per font (``"cer_by_font"``: font file ->
     CER, from the set's :data:`~tfnhr.data.synthetic.FONTS_FILE`); the JSON table is kept in
     ``out``."""
     decoders = {name: make_decoder(name, model.charset, lm=lm_path) for name in ("greedy", "beam+lm")}
     examples = load_data_subset(data, subset)
     rows, transcriptions = evaluate_set(model, examples, decoders)
-    ensemble_rows, ensemble_transcriptions = evaluate_set(model, examples, decoders, widths=ENSEMBLE_WIDTHS)
+    ensemble_rows, ensemble_transcriptions = evaluate_set(model, examples, decoders, widths=ENSEMBLE_WIDTHS,
+                                                            shears=ENSEMBLE_SHEARS)
     for row in ensemble_rows:
         transcriptions[f"{row.decoder}, {ENSEMBLE_NAME}"] = ensemble_transcriptions[row.decoder]
         row.decoder = f"{row.decoder}, {ENSEMBLE_NAME}"

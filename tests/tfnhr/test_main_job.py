@@ -28,8 +28,8 @@ def test_main_job_trains_and_reports_greedy_and_lm_error_rates(tmp_path):
     assert report["training"]["epochs_run"] == 1 and report["training"]["stopped_by_time_limit"]
     assert report["training"]["train_examples"] + report["training"]["val_examples"] <= 20
     for subset in ("val", "test"):
-        assert [row["decoder"] for row in report[subset]] == ["greedy", "beam+lm", "greedy, 8 widths",
-                                                              "beam+lm, 8 widths"]
+        assert [row["decoder"] for row in report[subset]] == ["greedy", "beam+lm", "greedy, 8 widths x 3 shears",
+                                                              "beam+lm, 8 widths x 3 shears"]
         assert all(row["cer"] >= 0 and row["wer"] >= 0 for row in report[subset])
     assert report["val"][0]["cer"] == report["training"]["best_val_cer"]  # the same model, data, decoder
     fonts = dict(line.split("\t") for line in (out / "synth" / "fonts.tsv").read_text().splitlines())
