@@ -24,7 +24,7 @@ demo-horovod: setup
 
 # Everything (what CI runs).
 test: setup
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q --durations=15
 
 # The quick loop (about 6 min on 2 cores): no tests marked slow, horovod or subprocess (setup.cfg).
 test-fast: setup

@@ -89,5 +89,5 @@ lowered or kept every CER and gained the most points in all (narrower factors su
 wider ones the main job's narrow validation hand)."""
 ENSEMBLE_SHEARS = (-0.2, 0.0, 0.2)
 """Shears (px per px of height) that ``--shears default`` reads a line at, each at every width
-(:mod:`tfnhr.width_ensemble`): of -0.2..0.2 in steps of 0.1, the set that lowered the greedy CER
-of the most validation sets measured with the 8 default widths (docs/performance.md)."""
+(:mod:`tfnhr.width_ensemble`): of the sets tried on validation lines with the 8 default widths
+(±0.1, ±0.2, both), the one with the largest summed gain (docs/performance.md)."""

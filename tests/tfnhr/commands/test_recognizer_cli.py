@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from tfnhr.charset import Charset
-from tfnhr.choices import ENSEMBLE_WIDTHS
+from tfnhr.choices import ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS
 from tfnhr.cli import main
 from tfnhr.data import synthetic
 from tfnhr.data.images import load_gray
@@ -115,7 +115,7 @@ def test_evaluate_prints_greedy_and_lm_rows(workspace, capsys):
 
 
 @pytest.mark.slow
-def test_evaluate_and_recognize_with_a_width_ensemble(workspace, tmp_path, capsys):
+def test_evaluate_and_recognize_with_a_width_and_shear_ensemble(workspace, tmp_path, capsys):
     model_path, out = workspace / "run" / "best.keras", tmp_path / "eval.json"
     assert main(["evaluate", "--model", str(model_path), "--data", str(workspace / "synth"), "--subset", "val",
                  "--widths", "0.9,1,1.2", "--json", str(out)]) == 0
@@ -127,6 +127,12 @@ def test_evaluate_and_recognize_with_a_width_ensemble(workspace, tmp_path, capsy
     capsys.readouterr()
     assert main(["recognize", "--model", str(model_path), str(image), "--widths", "default", "--format", "text"]) == 0
     assert capsys.readouterr().out == Transcriber(model, widths=ENSEMBLE_WIDTHS).transcribe([load_gray(image)])[0] + "\n"
+    assert main(["recognize", "--model", str(model_path), str(image), "--widths", "1,1.2", "--shears", "default",
+                 "--format", "json"]) == 0
+    [result] = json.loads(capsys.readouterr().out)
+    views = Transcriber(model, widths=(1.0, 1.2), shears=ENSEMBLE_SHEARS)
+    assert result["text"] == views.transcribe([load_gray(image)])[0]
+    assert all(0 <= span["x0"] <= span["x1"] <= load_gray(image).shape[1] for span in result.get("chars", []))
 
 
 @pytest.mark.subprocess
