@@ -33,7 +33,7 @@ from tfnhr.data.samples import ctc_frames_needed
 from tfnhr.decoding import Decoder
 from tfnhr.ranges import SHEAR, WIDTH_FACTOR, Range
 
-CHUNK_LOGITS = 1 << 22
+CHUNK_CELLS = 1 << 22
 """Most padded column probabilities (16 MiB of float32) scored at once; more texts are scored in turns."""
 
 
@@ -177,12 +177,12 @@ def _forward_log_likelihoods(scores_list: Sequence[np.ndarray], labels: Sequence
 
 
 def _chunks(rows: list[int], columns: list[int], classes: int) -> list[list[int]]:
-    """``rows`` (sorted by ``columns``) in consecutive groups whose padded logits
-    (group size x longest columns x ``classes``) stay within :data:`CHUNK_LOGITS` (a row longer
+    """``rows`` (sorted by ``columns``) in consecutive groups whose padded column probabilities
+    (group size x longest columns x ``classes``) stay within :data:`CHUNK_CELLS` (a row longer
     than that alone)."""
     chunks: list[list[int]] = []
     for i in rows:
-        if chunks and (len(chunks[-1]) + 1) * columns[i] * classes <= CHUNK_LOGITS:
+        if chunks and (len(chunks[-1]) + 1) * columns[i] * classes <= CHUNK_CELLS:
             chunks[-1].append(i)
         else:
             chunks.append([i])

@@ -44,8 +44,8 @@ def test_ctc_log_likelihoods_match_the_sum_over_all_alignments(monkeypatch):
     got = ctc_log_likelihoods(scores, texts, CHARSET)
     expected = [brute_force_log_likelihood(s.astype(np.float64), t) for s, t in zip(scores, texts)]
     assert got == pytest.approx(expected, rel=1e-5, abs=1e-5)
-    # Scored a few at a time when their padded logits would be large: the same values.
-    monkeypatch.setattr(width_ensemble, "CHUNK_LOGITS", 2 * 5 * CHARSET.num_classes)
+    # Scored a few at a time when their padded probabilities would be large: the same values.
+    monkeypatch.setattr(width_ensemble, "CHUNK_CELLS", 2 * 5 * CHARSET.num_classes)
     assert ctc_log_likelihoods(scores, texts, CHARSET) == pytest.approx(got, rel=1e-6)
     # More characters than columns cannot align; "aa" needs a blank between the two a's.
     assert ctc_log_likelihoods([scores[1], scores[3]], ["abab", "aa"], CHARSET).tolist() == [-np.inf, -np.inf]
