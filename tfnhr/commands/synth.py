@@ -8,7 +8,7 @@ import json
 
 from tfnhr.choices import KINDS, PAGE_LAYOUTS
 from tfnhr.commands.common import reports_errors
-from tfnhr.ranges import COUNT, NONNEGATIVE_COUNT, POSITIVE
+from tfnhr.ranges import COUNT, NONNEGATIVE, NONNEGATIVE_COUNT, POSITIVE
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -34,6 +34,11 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="random seed (example i of a split depends only on it)")
     parser.add_argument("--font-size", type=POSITIVE.type, nargs=2, metavar=("MIN", "MAX"), default=(28.0, 38.0),
                         help="range of the font size in px (at 28-38 px, line images are about 37-72 px high)")
+    parser.add_argument("--letter-variation", type=NONNEGATIVE.type, default=0.0,
+                        help="per-letter random width, height, rotation and baseline shift, as a multiple of "
+                             "tfnhr.data.synthetic.LETTER_VARIATION (1: widths and heights +-8 %% and +-6 %%, "
+                             "rotations +-3 degrees, shifts +-0.015 em, standard deviations); 0: letters as the "
+                             "font draws them")
     parser.add_argument("--min-chars", type=COUNT.type, default=None,
                         help="shortest text in characters; None: 12 for lines, 1 for words")
     parser.add_argument("--max-chars", type=COUNT.type, default=None,
@@ -47,7 +52,7 @@ def run_synth(args: argparse.Namespace) -> int:
     """Write the set; print its summary as JSON. Exit status 2 on a bad folder or argument."""
     from tfnhr.data import synthetic, synthetic_pages
 
-    style = synthetic.RenderStyle(font_size=tuple(args.font_size))
+    style = synthetic.RenderStyle(font_size=tuple(args.font_size), **synthetic.letter_variation(args.letter_variation))
     counts = {"train": args.train, "val": args.val, "test": args.test}
     if args.layout != "iam":
         if args.kind != "lines" or args.min_chars is not None or args.max_chars is not None:

@@ -4,7 +4,8 @@ The default data for demos and tests (needs no download): text from ``data/text/
 example sentences, one per line, split into train/val/test), rendered with fonts from
 ``data/fonts/`` (train fonts and held-out val/test fonts, see :data:`FONT_SPLITS`) with random
 size, slant, horizontal stretch, pen width, letter and word spacing, per-word baseline and size
-jitter, ink and paper gray levels, blur and pixel noise.
+jitter, ink and paper gray levels, blur and pixel noise (and, when asked, per-letter size,
+rotation and baseline jitter: :func:`letter_variation`).
 
 Images follow the on-disk convention of :mod:`tfnhr.data.images`: uint8 ``[H, W]``, dark ink on a
 white background. :func:`write_iam_layout` writes a set in the IAM folder layout, so the IAM
@@ -44,7 +45,19 @@ FONT_SPLITS: dict[str, list[str]] = {
               "DancingScript-Regular.otf", "DancingScript-Bold.otf", "dkg.ttf", "KaushanScript-Regular.otf",
               "SteveHand.ttf", "Delphine.ttf", "Ecolier-court.ttf", "femkeklaver.ttf", "KleeOne-Regular-ASCII.ttf",
               "LeckerliOne-Regular.ttf", "PenScriptSubset.ttf", "BrushScriptSubset.ttf", "SetoFont-ASCII.ttf",
-              "kiloji-ASCII.ttf", "Havana-Regular.otf", "LobsterTwo-Regular.otf", "Domestic_Manners.ttf"],
+              "kiloji-ASCII.ttf", "Havana-Regular.otf", "LobsterTwo-Regular.otf", "Domestic_Manners.ttf",
+              "annie-use-your-telescope.woff", "architects-daughter.woff", "calligraffitti.woff",
+              "caveat.woff", "caveat-brush.woff", "cedarville-cursive.woff", "coming-soon.woff",
+              "covered-by-your-grace.woff", "crafty-girls.woff", "dawning-of-a-new-day.woff", "delius.woff",
+              "give-you-glory.woff", "gloria-hallelujah.woff", "gochi-hand.woff", "handlee.woff",
+              "homemade-apple.woff", "indie-flower.woff", "itim.woff", "just-another-hand.woff",
+              "just-me-again-down-here.woff", "kalam.woff", "la-belle-aurore.woff", "liu-jian-mao-cao.woff",
+              "long-cang.woff", "loved-by-the-king.woff", "ma-shan-zheng.woff", "mali.woff", "mansalva.woff",
+              "marck-script.woff", "neucha.woff", "nothing-you-could-do.woff", "over-the-rainbow.woff",
+              "patrick-hand.woff", "reenie-beanie.woff", "schoolbell.woff", "shadows-into-light.woff",
+              "short-stack.woff", "sriracha.woff", "sue-ellen-francisco.woff", "swanky-and-moo-moo.woff",
+              "the-girl-next-door.woff", "waiting-for-the-sunrise.woff", "yomogi.woff", "zeyada.woff",
+              "zhi-mang-xing.woff"],
     "val": ["Breip.ttf", "Kristi.ttf"],
     "test": ["Rufscript010.ttf", "Purisa.otf"],
 }
@@ -60,6 +73,14 @@ DEFAULT_CHARS = {"lines": (12, 40), "words": (1, 16)}
 _PUNCTUATION = "".join(c for c in CHARS if not c.isalnum() and c != " ")
 _REFERENCE_HEIGHT = 0.55
 """Each font is scaled so that sqrt(x-height * cap-height) is this fraction of the size."""
+
+
+def letter_variation(scale: float) -> dict[str, float]:
+    """The per-letter jitter fields of :class:`RenderStyle` at ``scale`` times
+    :data:`LETTER_VARIATION` (0: every letter drawn as the font draws it)."""
+    if not scale >= 0:
+        raise ValueError(f"the letter variation must be >= 0, got {scale}")
+    return {name: scale * value for name, value in LETTER_VARIATION.items()}
 
 
 def _check_split(split: str) -> None:
@@ -129,6 +150,16 @@ def sample_texts(kind: str, count: int, rng: np.random.Generator, split: str = "
     return [words[int(i)] for i in rng.integers(len(words), size=count)]
 
 
+LETTER_VARIATION = {"glyph_stretch": 0.08, "glyph_height": 0.06, "glyph_rotation": 3.0, "glyph_shift": 0.015}
+"""The :class:`RenderStyle` fields drawn anew for every letter (off, 0, by default) and their
+values at ``tfnhr synth --letter-variation 1``; see :func:`letter_variation`."""
+GLYPH_JITTERS = tuple(LETTER_VARIATION)
+GLYPH_SCALE_LIMITS = (0.7, 1.3)
+"""Each letter's width and height factors are clipped to this range."""
+GLYPH_ROTATION_LIMIT = 10.0
+"""Each letter's rotation is clipped to this many degrees either way."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RenderStyle:
     """Random rendering parameters; each ``(low, high)`` pair is a uniform range drawn per image
@@ -144,6 +175,12 @@ class RenderStyle:
         stroke_width: px of pen width added around the glyph outlines.
         baseline_jitter: standard deviation of each word's vertical shift, em.
         size_jitter: standard deviation of each word's relative size change.
+        glyph_stretch: standard deviation of each letter's relative width change (its advance
+            follows it), drawn per letter: no hand writes a letter twice alike.
+        glyph_height: standard deviation of each letter's relative height change.
+        glyph_rotation: standard deviation of each letter's rotation about its pen position on
+            the baseline, degrees (positive turns clockwise, leaning the letter right).
+        glyph_shift: standard deviation of each letter's vertical shift, em.
         letter_spacing: extra space after each letter, em.
         word_spacing: width of each gap between words, em (drawn per gap).
         ink_gray: gray level of solid ink (0 = black).
@@ -159,6 +196,10 @@ class RenderStyle:
     stroke_width: tuple[float, float] = (0.0, 1.0)
     baseline_jitter: float = 0.04
     size_jitter: float = 0.03
+    glyph_stretch: float = 0.0
+    glyph_height: float = 0.0
+    glyph_rotation: float = 0.0
+    glyph_shift: float = 0.0
     letter_spacing: tuple[float, float] = (-0.02, 0.03)
     word_spacing: tuple[float, float] = (0.25, 0.6)
     ink_gray: tuple[float, float] = (0.0, 70.0)
@@ -172,6 +213,9 @@ class RenderStyle:
             value = getattr(self, field.name)
             if isinstance(value, tuple) and not (len(value) == 2 and value[0] <= value[1]):
                 raise ValueError(f"RenderStyle.{field.name} must be a (low, high) pair, got {value!r}")
+        jitters = {name: getattr(self, name) for name in GLYPH_JITTERS}
+        if min(jitters.values()) < 0:
+            raise ValueError(f"RenderStyle's per-letter jitters must be >= 0, got {jitters}")
         if self.font_size[0] < 4 or self.stretch[0] <= 0 or self.margin[0] < 0 or self.stroke_width[0] < 0:
             raise ValueError(f"RenderStyle has a non-positive size, stretch, margin or stroke: {self}")
 
@@ -238,13 +282,51 @@ def _layout(words: Sequence[str], path: str, draw: _Draw, rng: np.random.Generat
     for word, scale, baseline, gap in zip(words, scales.tolist(), baselines, gaps):
         word_size = max(4, round(size * scale))
         glyphs = []
-        for char in word:
+        for char, (stretch, height, rotation, shift) in zip(word, _letter_draws(len(word), style, size, rng)):
             coverage, left, top, advance = _glyph(path, word_size, char)
-            glyphs.append((coverage, round(pen) + left, baseline + top))
-            pen += advance + letter_spacing
+            coverage, left, top = _warp_glyph(coverage, left, top, stretch, height, rotation)
+            glyphs.append((coverage, round(pen) + left, baseline + round(shift) + top))
+            pen += advance * stretch + letter_spacing
         placed.append(glyphs)
         pen += gap
     return placed
+
+
+def _letter_draws(count: int, style: RenderStyle, size: float,
+                  rng: np.random.Generator) -> list[tuple[float, float, float, float]]:
+    """Per letter of a word: ``(width factor, height factor, rotation in degrees, vertical shift
+    in px)`` drawn from ``style``'s per-letter jitters (:data:`GLYPH_JITTERS`). Nothing is drawn
+    from ``rng`` when every jitter is 0, so such a style renders as before they existed."""
+    if not any(getattr(style, name) for name in GLYPH_JITTERS):
+        return [(1.0, 1.0, 0.0, 0.0)] * count
+    normal = rng.standard_normal((count, 4))
+    stretch = np.clip(1 + style.glyph_stretch * normal[:, 0], *GLYPH_SCALE_LIMITS)
+    height = np.clip(1 + style.glyph_height * normal[:, 1], *GLYPH_SCALE_LIMITS)
+    rotation = np.clip(style.glyph_rotation * normal[:, 2], -GLYPH_ROTATION_LIMIT, GLYPH_ROTATION_LIMIT)
+    shift = style.glyph_shift * size * normal[:, 3]
+    return list(zip(stretch.tolist(), height.tolist(), rotation.tolist(), shift.tolist()))
+
+
+def _warp_glyph(coverage: np.ndarray, left: int, top: int, stretch: float, height: float,
+                rotation: float) -> tuple[np.ndarray, int, int]:
+    """A glyph bitmap (uint8 ``[h, w]`` with its top-left corner at ``(left, top)`` px from the
+    pen position on the baseline) rotated by ``rotation`` degrees about that position, then
+    scaled by ``stretch`` across and ``height`` down: the new bitmap and its corner."""
+    if stretch == 1.0 and height == 1.0 and rotation == 0.0:
+        return coverage, left, top
+    angle = math.radians(rotation)
+    forward = np.diag([stretch, height]) @ np.array([[math.cos(angle), -math.sin(angle)],
+                                                     [math.sin(angle), math.cos(angle)]])
+    rows, cols = coverage.shape
+    corners = forward @ np.array([[left, left + cols, left, left + cols], [top, top, top + rows, top + rows]])
+    new_left, new_top = math.floor(corners[0].min()), math.floor(corners[1].min())
+    size = (max(1, math.ceil(corners[0].max()) - new_left), max(1, math.ceil(corners[1].max()) - new_top))
+    inverse = np.linalg.inv(forward)
+    origin = inverse @ np.array([new_left, new_top]) - np.array([left, top])
+    warped = Image.fromarray(coverage).transform(
+        size, Image.Transform.AFFINE, (inverse[0, 0], inverse[0, 1], origin[0], inverse[1, 0], inverse[1, 1], origin[1]),
+        Image.Resampling.BILINEAR)
+    return np.asarray(warped), new_left, new_top
 
 
 def _thicken(coverage: np.ndarray, amount: float) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import string
 
@@ -37,7 +38,7 @@ def test_font_splits_are_bundled_and_held_out():
     readme = (synthetic.FONT_DIR / "README.md").read_text()
     for path in ALL_FONTS:
         assert path.is_file() and f"`{path.name}`" in readme
-    bundled = {p.name for p in synthetic.FONT_DIR.iterdir() if p.suffix in (".ttf", ".otf")}
+    bundled = {p.name for p in synthetic.FONT_DIR.iterdir() if p.suffix in (".ttf", ".otf", ".woff")}
     assert bundled == {p.name for p in ALL_FONTS}
 
 
@@ -112,6 +113,65 @@ def test_render_style_and_text_are_checked():
     image = synthetic.render("Hello", ALL_FONTS[0], rng, fixed)
     assert (image[:3] == 255).all() and (image[:, -3:] == 255).all() and image.min() < 100
 
+
+def ink_centroid(coverage: np.ndarray, left: int, top: int) -> np.ndarray:
+    """Coverage-weighted mean ``(x, y)`` of a glyph bitmap's pixel centres, px from the pen
+    position on the baseline."""
+    rows, cols = np.indices(coverage.shape)
+    weights = coverage.astype(np.float64)
+    return np.array([((cols + 0.5) * weights).sum(), ((rows + 0.5) * weights).sum()]) / weights.sum() + [left, top]
+
+
+@pytest.mark.parametrize("stretch, height, rotation", [(1.25, 1.0, 0.0), (0.8, 1.2, 0.0), (1.0, 1.0, 8.0),
+                                                       (1.1, 0.85, -6.0)])
+def test_a_warped_glyph_moves_its_ink_by_the_closed_form_map(stretch, height, rotation):
+    """A blob of ink away from the pen position lands where scale(stretch, height) @ rotate(rotation)
+    sends it, keeps its ink (area scales by stretch * height) and stays inside the new bitmap."""
+    coverage = np.zeros((40, 30), np.uint8)
+    coverage[10:16, 18:24] = 255  # centre (21, 13) in the bitmap
+    left, top = 2, -35  # bitmap corner relative to the pen position; the blob's centre is at (23, -22)
+    warped, new_left, new_top = synthetic._warp_glyph(coverage, left, top, stretch, height, rotation)
+    angle = np.radians(rotation)
+    forward = np.diag([stretch, height]) @ np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    expected = forward @ ink_centroid(coverage, left, top)
+    np.testing.assert_allclose(ink_centroid(warped, new_left, new_top), expected, atol=0.6)
+    assert warped.astype(np.float64).sum() == pytest.approx(coverage.astype(np.float64).sum() * stretch * height, rel=0.08)
+    assert warped[0].max() == warped[-1].max() == warped[:, 0].max() == warped[:, -1].max() == 0
+
+
+def test_per_letter_jitters_follow_the_style_and_are_off_at_zero():
+    style = synthetic.RenderStyle(**synthetic.letter_variation(1.0))
+    draws = np.array(synthetic._letter_draws(20_000, style, 30.0, np.random.default_rng(0)))
+    low, high = synthetic.GLYPH_SCALE_LIMITS
+    assert low <= draws[:, :2].min() and draws[:, :2].max() <= high
+    assert abs(draws[:, 2]).max() <= synthetic.GLYPH_ROTATION_LIMIT
+    np.testing.assert_allclose(draws.std(axis=0), [style.glyph_stretch, style.glyph_height, style.glyph_rotation,
+                                                   style.glyph_shift * 30.0], rtol=0.05)
+    still = synthetic.RenderStyle()  # the default: no per-letter jitter
+    rng = np.random.default_rng(5)
+    assert synthetic._letter_draws(7, still, 30.0, rng) == [(1.0, 1.0, 0.0, 0.0)] * 7
+    assert rng.random() == np.random.default_rng(5).random()  # nothing drawn
+    with pytest.raises(ValueError, match="per-letter"):
+        synthetic.RenderStyle(glyph_rotation=-1.0)
+    with pytest.raises(ValueError, match="letter variation"):
+        synthetic.letter_variation(-0.5)
+
+
+def test_letters_of_one_line_differ_in_width_with_jitter_and_not_without():
+    """The same letter drawn ten times in a line: with the jitters its copies have different
+    widths; without them and with every other draw fixed, they are alike."""
+    fixed = dict(font_size=(30, 30), noise=(0, 0), slant=(0, 0), stretch=(1, 1), stroke_width=(0, 0), blur=(0, 0),
+                 margin=(3, 3), paper_gray=(255, 255), ink_gray=(0, 0), letter_spacing=(0.3, 0.3),
+                 baseline_jitter=0.0, size_jitter=0.0)
+    widths = {}
+    for name, style in (("still", synthetic.RenderStyle(**fixed)),
+                        ("jittered", synthetic.RenderStyle(**fixed, **synthetic.letter_variation(1.0)))):
+        image = synthetic.render("llllllllll", ALL_FONTS[0], np.random.default_rng(1), style)
+        inked = (image < 128).any(axis=0).astype(int)
+        starts, ends = np.flatnonzero(np.diff(inked) == 1), np.flatnonzero(np.diff(inked) == -1)
+        assert len(starts) == len(ends) == 10
+        widths[name] = ends - starts
+    assert np.ptp(widths["still"]) <= 1 and np.ptp(widths["jittered"]) >= 2
 
 def parse_rows(path):
     """``ascii/*.txt`` rows as field lists, IAM style: ``#`` comments, space-separated fields."""
@@ -215,3 +275,16 @@ def test_cli_writes_a_set_and_refuses_a_foreign_folder(tmp_path, capsys):
     assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
     assert run_cli("--out", str(tmp_path / "bad"), "--min-chars", "30", "--max-chars", "10") == 2
     assert not (tmp_path / "bad").exists()
+
+
+def test_cli_letter_variation_renders_with_the_scaled_jitters(tmp_path):
+    out = tmp_path / "varied"
+    assert run_cli("--out", str(out), "--train", "2", "--val", "0", "--test", "0", "--quiet",
+                   "--letter-variation", "0.5") == 0
+    recorded = json.loads((out / synthetic.MARKER).read_text())["style"]
+    assert {name: recorded[name] for name in synthetic.GLYPH_JITTERS} == synthetic.letter_variation(0.5)
+    style = synthetic.RenderStyle(**synthetic.letter_variation(0.5))
+    line_id = parse_rows(out / "ascii" / "lines.txt")[0][0]
+    expected = synthetic.render_example(0, "lines", "train", 0, style).image
+    assert np.array_equal(load_gray(image_path(out, "lines", line_id)), expected)
+    assert not np.array_equal(synthetic.render_example(0, "lines", "train", 0).image, expected)
