@@ -71,10 +71,9 @@ SAMPLE_LINES = 8
 
 DROPOUT = 0.0
 """Dropout on the MDLSTM outputs in the main job (``tfnhr train``'s default is the ``small``
-preset's 0.25). With 20 training fonts the 14-minute run ends far from fitting its training
-lines, and without dropout it read the held-out fonts 2.5-2.8 points better (docs/performance.md,
-"Training fonts"); on real handwritten digits, where a run does fit its data, dropout helps, so
-``tfnhr train`` keeps it."""
+preset's 0.25). Without dropout the 14-minute run (then with 20 training fonts) read the held-out
+fonts 2.5-2.8 points better (docs/performance.md, "Training fonts"); on real handwritten digits
+dropout helps, so ``tfnhr train`` keeps it."""
 
 IMAGE_HEIGHT = 32
 """Lines are scaled to this height (px): characters are then ~9 px wide, i.e. ~2.3 output
