@@ -75,14 +75,6 @@ _REFERENCE_HEIGHT = 0.55
 """Each font is scaled so that sqrt(x-height * cap-height) is this fraction of the size."""
 
 
-def letter_variation(scale: float) -> dict[str, float]:
-    """The per-letter jitter fields of :class:`RenderStyle` at ``scale`` times
-    :data:`LETTER_VARIATION` (0: every letter drawn as the font draws it)."""
-    if not scale >= 0:
-        raise ValueError(f"the letter variation must be >= 0, got {scale}")
-    return {name: scale * value for name, value in LETTER_VARIATION.items()}
-
-
 def _check_split(split: str) -> None:
     if split not in SUBSETS:
         raise ValueError(f"split must be one of {SUBSETS}, got {split!r}")
@@ -154,10 +146,19 @@ LETTER_VARIATION = {"glyph_stretch": 0.08, "glyph_height": 0.06, "glyph_rotation
 """The :class:`RenderStyle` fields drawn anew for every letter (off, 0, by default) and their
 values at ``tfnhr synth --letter-variation 1``; see :func:`letter_variation`."""
 GLYPH_JITTERS = tuple(LETTER_VARIATION)
+"""The names of the per-letter jitter fields of :class:`RenderStyle`."""
 GLYPH_SCALE_LIMITS = (0.7, 1.3)
 """Each letter's width and height factors are clipped to this range."""
 GLYPH_ROTATION_LIMIT = 10.0
 """Each letter's rotation is clipped to this many degrees either way."""
+
+
+def letter_variation(scale: float) -> dict[str, float]:
+    """The per-letter jitter fields of :class:`RenderStyle` at ``scale`` times
+    :data:`LETTER_VARIATION` (0: every letter drawn as the font draws it)."""
+    if not scale >= 0:
+        raise ValueError(f"the letter variation must be >= 0, got {scale}")
+    return {name: scale * value for name, value in LETTER_VARIATION.items()}
 
 
 @dataclasses.dataclass(frozen=True)
