@@ -173,6 +173,7 @@ def test_letters_of_one_line_differ_in_width_with_jitter_and_not_without():
         widths[name] = ends - starts
     assert np.ptp(widths["still"]) <= 1 and np.ptp(widths["jittered"]) >= 2
 
+
 def parse_rows(path):
     """``ascii/*.txt`` rows as field lists, IAM style: ``#`` comments, space-separated fields."""
     return [line.split(" ") for line in path.read_text().splitlines() if not line.startswith("#")]
