@@ -152,6 +152,12 @@ def status_kb(field: str) -> int:
 # --------------------------------------------------------------------------- child processes
 
 
+def single_threaded_child_env() -> dict[str, str]:
+    """This process's environment for a CPU-only child whose own thread pools are one thread
+    each (OpenMP pinned to one, TensorFlow's info logs off)."""
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+
+
 def run_child(script: str | os.PathLike, args: Sequence[str], env: Mapping[str, str] | None = None) -> dict:
     """Run ``python SCRIPT ARGS`` in a fresh process (``env``: its environment, default this
     process's) and return the JSON object it prints as its last line on stdout. A fresh process

@@ -46,11 +46,7 @@ def child(work: str, repeats: int, barrier: Path, parties: int) -> dict:
     import training_throughput as throughput
 
     if work == "matmul":
-        a = tf.random.normal([1024, 1024])
-        product = tf.function(lambda x: tf.matmul(x, x))
-
-        def call():
-            product(a).numpy()
+        call = throughput.matmul_call(tf)
     else:
         from tfnhr.charset import Charset
         from tfnhr.data.dataset import make_dataset
@@ -75,7 +71,7 @@ def launch(cores: list[int], work: str, repeats: int) -> list[list[float]]:
     """Run one child per core in ``cores`` at once; each child's per-call seconds. A child that
     fails stops the others (they would wait for it at the barrier)."""
     barrier = Path(tempfile.mkdtemp(prefix="core_scaling_"))
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    env = _harness.single_threaded_child_env()
     try:
         processes = []
         for core in cores:

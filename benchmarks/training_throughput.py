@@ -112,12 +112,18 @@ def compiled_step(tf, preset: str, charset, seed: int, planner: str = "xla", ker
     return model, tf.function(model.train_step, input_signature=[(IMAGES_SPEC, LABELS_SPEC)])
 
 
-def matmul_peak(tf, size: int = 1024, repeats: int = 10) -> float:
-    """float32 GFLOP/s of a ``size`` x ``size`` matmul on the current thread pools (best of repeats)."""
+def matmul_call(tf, size: int = 1024):
+    """A no-argument call that runs one float32 ``size`` x ``size`` matmul to completion."""
     a = tf.random.normal([size, size])
     product = tf.function(lambda x: tf.matmul(x, x))
-    product(a).numpy()
-    best = min(_harness.timed(lambda: product(a).numpy())[1] for _ in range(repeats))
+    return lambda: product(a).numpy()
+
+
+def matmul_peak(tf, size: int = 1024, repeats: int = 10) -> float:
+    """float32 GFLOP/s of a ``size`` x ``size`` matmul on the current thread pools (best of repeats)."""
+    call = matmul_call(tf, size)
+    call()
+    best = min(_harness.timed(call)[1] for _ in range(repeats))
     return 2 * size ** 3 / best / 1e9
 
 
@@ -338,7 +344,7 @@ def measure_workers(args: argparse.Namespace) -> dict:
 
     from tfnhr.data import synthetic
 
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    env = _harness.single_threaded_child_env()
     runs = [run for run in WORKER_RUNS if run[0] * run[1] <= args.workers] + (
         [(args.workers, 1)] if args.workers > 2 else [])
     report = {"train_lines": args.train_lines, "epochs": args.epochs, "runs": {}}
