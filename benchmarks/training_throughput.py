@@ -35,6 +35,8 @@ the packed canvases) give their share of it.
 single-threaded workers (placed by the OS, or with ``--pin`` each pinned to its own core)
 against one worker with one and with ``W`` threads, for
 each budget: median epoch training seconds after the first epoch, validation excluded.
+``--augment`` is the jobs' augmentation level (``none`` shows what the augmentation threads
+take from the training threads when the workers fill every core).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 import _harness
+from tfnhr.choices import AUGMENT_LEVELS
 
 HEIGHT = 32
 """The main job's line height (px)."""
@@ -347,7 +350,7 @@ def measure_workers(args: argparse.Namespace) -> dict:
     env = _harness.single_threaded_child_env()
     runs = [run for run in WORKER_RUNS if run[0] * run[1] <= args.workers] + (
         [(args.workers, 1)] if args.workers > 2 else [])
-    report = {"train_lines": args.train_lines, "epochs": args.epochs, "runs": {}}
+    report = {"train_lines": args.train_lines, "epochs": args.epochs, "augment": args.augment, "runs": {}}
     with tempfile.TemporaryDirectory(prefix="training_throughput_") as temporary:
         root = Path(temporary)
         data = root / "lines"
@@ -359,7 +362,7 @@ def measure_workers(args: argparse.Namespace) -> dict:
                 budget, window, *_ = config
                 job = ["--task", "nhr", "--data", str(data), "--preset", preset, "--block", "2x2", "--height",
                        str(HEIGHT), "--batch-pixels", str(budget), "--sort-window", str(window),
-                       "--epochs", str(args.epochs), "--seed", str(args.seed), "--quiet"]
+                       "--epochs", str(args.epochs), "--seed", str(args.seed), "--augment", args.augment, "--quiet"]
                 for (workers, threads), kernel in itertools.product(runs, args.scan_kernels):
                     name = f"{preset} {label(config)} {workers}x{threads} {kernel}"
                     folder = root / name.replace(" ", "_").replace("/", "_")
@@ -372,7 +375,7 @@ def measure_workers(args: argparse.Namespace) -> dict:
                                                      pin_cores=args.pin and threads == 1)
                     steady = statistics.median(seconds[1:])
                     report["runs"][name] = {"preset": preset, "batch_pixels": budget, "sort_window": window,
-                                            "scan_kernel": kernel,
+                                            "scan_kernel": kernel, "augment": args.augment,
                                             "workers": workers, "threads": threads, "epoch_train_seconds": seconds,
                                             "lines_per_second": args.train_lines / steady,
                                             "job_seconds": time.monotonic() - started}
@@ -484,6 +487,8 @@ def main(argv=None) -> int:
                              "them, as the main job does)")
     parser.add_argument("--train-lines", type=int, default=600, help="--workers: training lines per epoch")
     parser.add_argument("--epochs", type=int, default=4, help="--workers: epochs per run (the first is not counted)")
+    parser.add_argument("--augment", choices=AUGMENT_LEVELS, default="default",
+                        help="--workers: the jobs' augmentation level")
     parser.add_argument("--scan-kernels", type=parse_kernels, default=["compiled"],
                         help="--workers: comma-separated MDLSTM scan kernels to run every layout with "
                              "(compiled, ops; set through TFNHR_SCAN_KERNEL; default compiled)")

@@ -4,13 +4,19 @@ paper's halving rule halves back to the untrained weights) that the default reci
 
 from __future__ import annotations
 
+import itertools
 import json
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.helpers.digit_sets import digit_set
+from tfnhr.charset import Charset
+from tfnhr.data.dataset import batched_dataset
+from tfnhr.data.samples import TextImageSet
 from tfnhr.training import TrainOptions, train
-from tfnhr.training.loop import BLANK_PHASE_CER, blank_phase_collapse
+from tfnhr.training.loop import BLANK_PHASE_CER, _rounds, blank_phase_collapse
 
 
 def test_blank_phase_collapse_needs_a_stuck_cer_and_a_falling_loss():
@@ -48,3 +54,25 @@ def test_the_default_recipe_leaves_the_blank_phase_and_reads(tmp_path):
     reads = next(index for index, cer in enumerate(cers) if cer < 0.5)
     assert all(halving > reads for halving in ours["halvings"]), ours_log  # no halving before it read
     assert json.loads((tmp_path / "recipe" / "summary.json").read_text())["collapsed"] is False
+
+
+def test_epochs_run_from_one_repeated_pipeline(tmp_path):
+    """Without ``validate_every`` an epoch of ``fit`` is one pass of a repeated dataset of known
+    length (so ``fit`` keeps one iterator, and the next epoch's batches are planned and made
+    while the last one ends): passes come in order, each epoch's plan once, every example once."""
+    data = TextImageSet([np.full((4, 3 + i), 255, np.uint8) for i in range(6)], ["ab"] * 6, [f"x{i}" for i in range(6)])
+    planned = []
+
+    def epoch_batches(epoch):
+        planned.append(epoch)
+        return [[0, 1, 2], [3, 4, 5]] if epoch % 2 == 0 else [[5, 4], [3, 2, 1, 0]]
+
+    dataset = batched_dataset(data, Charset.from_texts(data.texts), epoch_batches, first_epoch=3, steps=2)
+    rounds = _rounds(dataset, TrainOptions(data=tmp_path, out=tmp_path, epochs=2), initial_epoch=0)
+    assert (rounds["epochs"], rounds["steps"], rounds["what"]) == (2, 2, "epochs")
+    batches = list(itertools.islice(iter(rounds["data"]), 4))
+    widths = [sorted(int(image.to_tensor().shape[1]) for image in images) for images, _ in batches]
+    assert widths == [[7, 8], [3, 4, 5, 6], [3, 4, 5], [6, 7, 8]]  # epoch 3's two batches, then epoch 4's
+    assert planned[:2] == [3, 4]
+    unknown = dataset.apply(tf.data.experimental.assert_cardinality(tf.data.UNKNOWN_CARDINALITY))
+    assert _rounds(unknown, TrainOptions(data=tmp_path, out=tmp_path, epochs=2), 0)["steps"] is None
