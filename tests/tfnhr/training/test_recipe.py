@@ -1,6 +1,7 @@
 """The training recipe of :func:`tfnhr.training.train` as a whole: the blank-phase diagnosis, the
-validation rounds, and a regression run on a generated task with a long CTC blank phase (where the
-paper's halving rule halves back to the untrained weights) that the default recipe leaves."""
+validation rounds, the epochs' one input pipeline, and a regression run on a generated task with a
+long CTC blank phase (where the paper's halving rule halves back to the untrained weights) that the
+default recipe leaves."""
 
 from __future__ import annotations
 
