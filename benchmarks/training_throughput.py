@@ -34,7 +34,9 @@ the packed canvases) give their share of it.
 ``horovodrun`` on a synthetic line set written in the IAM layout (``--train-lines``), with W
 single-threaded workers (placed by the OS, or with ``--pin`` each pinned to its own core)
 against one worker with one and with ``W`` threads, for
-each budget: median epoch training seconds after the first epoch, validation excluded.
+each budget: median epoch training seconds after the first epoch, validation excluded. With
+W >= 2 it also runs W single-worker jobs at once, apart (no collectives; with ``--pin`` each
+pinned to its own core): what W workers of this job could reach if they waited for nothing.
 ``--augment`` is the jobs' augmentation level (``none`` shows what the augmentation threads
 take from the training threads when the workers fill every core).
 """
@@ -48,6 +50,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -341,6 +344,26 @@ WORKER_RUNS = ((1, 1), (1, 2), (2, 1))
 with two threads, two single-threaded workers (each pinned to its own core)."""
 
 
+def apart(jobs: int, job_argv: list[str], env: dict, folder: Path, pin: bool) -> list[list[float]]:
+    """``jobs`` single-worker runs of ``train.py JOB_ARGV`` (its ``--out`` made per job) started
+    at once (``pin``: each pinned to its own core; else placed by the OS): each one's training
+    seconds per epoch."""
+    import horovod_scaling
+
+    cpus = sorted(os.sched_getaffinity(0))[:jobs]
+    if len(cpus) < jobs:
+        raise SystemExit(f"{jobs} jobs apart need {jobs} cores; this process may use {len(cpus)}")
+    out = job_argv.index("--out") + 1
+
+    def one(job: int) -> list[float]:
+        (folder / f"job{job}").mkdir()
+        argv = [*job_argv[:out], str(folder / f"job{job}" / "out"), *job_argv[out + 1:]]
+        return horovod_scaling.launch(1, argv, env, folder / f"job{job}", pin_cores=pin, cpus=[cpus[job]])
+
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(one, range(jobs)))
+
+
 def measure_workers(args: argparse.Namespace) -> dict:
     """Whole epochs of ``horovod_jobs.train --task nhr`` per configuration and worker layout."""
     import horovod_scaling
@@ -348,8 +371,8 @@ def measure_workers(args: argparse.Namespace) -> dict:
     from tfnhr.data import synthetic
 
     env = _harness.single_threaded_child_env()
-    runs = [run for run in WORKER_RUNS if run[0] * run[1] <= args.workers] + (
-        [(args.workers, 1)] if args.workers > 2 else [])
+    runs = [(*run, False) for run in WORKER_RUNS if run[0] * run[1] <= args.workers] + (
+        [(args.workers, 1, False)] if args.workers > 2 else []) + ([(args.workers, 1, True)] if args.workers > 1 else [])
     report = {"train_lines": args.train_lines, "epochs": args.epochs, "augment": args.augment, "runs": {}}
     with tempfile.TemporaryDirectory(prefix="training_throughput_") as temporary:
         root = Path(temporary)
@@ -363,39 +386,45 @@ def measure_workers(args: argparse.Namespace) -> dict:
                 job = ["--task", "nhr", "--data", str(data), "--preset", preset, "--block", "2x2", "--height",
                        str(HEIGHT), "--batch-pixels", str(budget), "--sort-window", str(window),
                        "--epochs", str(args.epochs), "--seed", str(args.seed), "--augment", args.augment, "--quiet"]
-                for (workers, threads), kernel in itertools.product(runs, args.scan_kernels):
-                    name = f"{preset} {label(config)} {workers}x{threads} {kernel}"
+                for (workers, threads, separate), kernel in itertools.product(runs, args.scan_kernels):
+                    name = f"{preset} {label(config)} {workers}x{threads}{' apart' if separate else ''} {kernel}"
                     folder = root / name.replace(" ", "_").replace("/", "_")
                     folder.mkdir()
                     run_env = {**env, "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": str(threads),
                                "TFNHR_SCAN_KERNEL": kernel}
+                    argv = [*job, "--threads", str(threads), "--out", str(folder / "out")]
                     started = time.monotonic()
-                    seconds = horovod_scaling.launch(workers, [*job, "--threads", str(threads), "--out", str(folder / "out")],
-                                                     run_env, folder,
-                                                     pin_cores=args.pin and threads == 1)
-                    steady = statistics.median(seconds[1:])
+                    if separate:
+                        per_job = apart(workers, argv, run_env, folder, pin=args.pin)
+                        seconds = [statistics.median(epochs) for epochs in zip(*per_job)]
+                        rate = sum(args.train_lines / statistics.median(epochs[1:]) for epochs in per_job)
+                    else:
+                        per_job = [horovod_scaling.launch(workers, argv, run_env, folder,
+                                                          pin_cores=args.pin and threads == 1)]
+                        seconds = per_job[0]
+                        rate = args.train_lines / statistics.median(seconds[1:])
                     report["runs"][name] = {"preset": preset, "batch_pixels": budget, "sort_window": window,
                                             "scan_kernel": kernel, "augment": args.augment,
-                                            "workers": workers, "threads": threads, "epoch_train_seconds": seconds,
-                                            "lines_per_second": args.train_lines / steady,
+                                            "workers": workers, "threads": threads, "apart": separate,
+                                            "epoch_train_seconds": per_job, "lines_per_second": rate,
                                             "job_seconds": time.monotonic() - started}
-                    print(f"{name:37s} {args.train_lines / steady:7.1f} lines/s  (epochs "
-                          f"{', '.join(f'{s:.1f}' for s in seconds)} s)", flush=True)
+                    print(f"{name:43s} {rate:7.1f} lines/s  (epochs "
+                          f"{'; '.join(', '.join(f'{s:.1f}' for s in epochs) for epochs in per_job)} s)", flush=True)
     print_workers(report["runs"])
     return report
 
 
 def print_workers(runs: dict) -> None:
-    print(f"\n{'run':37s} {'lines/s':>8s} {'vs 1x1':>7s}")
+    print(f"\n{'run':43s} {'lines/s':>8s} {'vs 1x1':>7s}")
     base = {}
     for name, run in runs.items():
         key = (run["preset"], run["batch_pixels"], run["sort_window"], run["scan_kernel"])
         if (run["workers"], run["threads"]) == (1, 1):
             base[key] = run["lines_per_second"]
         ratio = run["lines_per_second"] / base[key] if key in base else float("nan")
-        print(f"{name:37s} {run['lines_per_second']:8.1f} {ratio:6.2f}x")
+        print(f"{name:43s} {run['lines_per_second']:8.1f} {ratio:6.2f}x")
     one_process = [run for run in runs.values() if run["workers"] == 1 and run["threads"] > 1]
-    many_workers = [run for run in runs.values() if run["workers"] > 1 and run["threads"] == 1]
+    many_workers = [run for run in runs.values() if run["workers"] > 1 and run["threads"] == 1 and not run["apart"]]
     if one_process and many_workers:
         before, after = one_process[_ops_first(one_process)], many_workers[-1]
         print(f"\none process x {before['threads']} threads, {before['batch_pixels']}px/w{before['sort_window']}, "

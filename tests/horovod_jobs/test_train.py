@@ -200,13 +200,17 @@ def test_peer_failure_names_both_errors_a_dead_peer_can_cause():
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_mlcn_model_parallel_rank_that_hangs_ends_the_job(horovodrun, tmp_path):
-    """Rank 1 freezes (SIGSTOP) mid-training: rank 0's collective times out after Gloo's timeout
-    (10 s here), it exits with a one-line reason, and ``horovodrun`` ends rank 1."""
+    """Rank 1 freezes (SIGSTOP) mid-training, once rank 0 has logged its first epoch: rank 0's
+    collective times out after Gloo's timeout (10 s here), it exits with a one-line reason, and
+    ``horovodrun`` ends rank 1 (well before the 200 epochs or the launcher's 300-s limit)."""
     args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model", "--out", "out"]
-    freeze = 'if [ "$HOROVOD_RANK" = 1 ]; then (sleep 25; kill -STOP $$) & fi; exec'
+    freeze = ('if [ "$HOROVOD_RANK" = 1 ]; then (until [ -s ../rank0/out/log.csv ]; do sleep 0.2; done; '
+              'date +%s.%N > frozen; kill -STOP $$) & fi; exec')
     result, seconds = launch(horovodrun, tmp_path, args, prefix=freeze, env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "10"})
+    ended = time.time()
     assert result.returncode != 0
-    assert seconds < 25 + 10 + 30, output_tail(result)
+    assert (tmp_path / "rank1" / "frozen").is_file(), output_tail(result)
+    assert ended - float((tmp_path / "rank1" / "frozen").read_text()) < 10 + 30, output_tail(result)
     assert "error on rank 0: a peer rank died or stopped answering" in result.stderr, output_tail(result)
 
 

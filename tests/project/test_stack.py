@@ -33,10 +33,17 @@ def test_packages_import_with_pinned_stack():
     assert tfnhr.__version__
 
 
+@pytest.fixture(scope="module")
+def horovod_build(horovodrun) -> dict[str, list[str]]:
+    """``horovodrun --check-build``, parsed once for this module (the launcher takes ~20 s: it
+    starts a process per check)."""
+    return check_build(horovodrun)
+
+
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_check_build_lists_tensorflow_and_gloo(horovodrun):
-    build = check_build(horovodrun)
+def test_check_build_lists_tensorflow_and_gloo(horovod_build):
+    build = horovod_build
     assert build["frameworks"] == ["TensorFlow"]
     assert "Gloo" in build["controllers"]
     if shutil.which("mpirun") and shutil.which("mpicxx"):
@@ -68,8 +75,8 @@ def test_two_gloo_workers_allreduce_to_closed_form(horovodrun):
 @pytest.mark.horovod
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_two_mpi_workers_allreduce_to_closed_form(horovodrun):
-    if "MPI" not in check_build(horovodrun)["controllers"]:
+def test_two_mpi_workers_allreduce_to_closed_form(horovodrun, horovod_build):
+    if "MPI" not in horovod_build["controllers"]:
         pytest.skip("Horovod built without MPI (no Open MPI on this machine)")
     mpi_args = "--oversubscribe" + (" --allow-run-as-root" if os.geteuid() == 0 else "")
     reports = run_smoke([str(horovodrun), "-np", "2", "-H", "localhost:2", "--mpi", f"--mpi-args={mpi_args}"],
