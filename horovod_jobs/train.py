@@ -44,6 +44,12 @@ background loop has stopped, or Gloo's transport error when the collective itsel
 (``HOROVOD_GLOO_TIMEOUT_SECONDS``) or loses its socket; which one a rank sees depends on timing."""
 PARALLEL_MODES = ("data", "model")
 DEFAULT_AVERAGE_EVERY = 16
+RECOGNIZER_CPU_CYCLE_TIME_MS = 5.0
+"""Horovod's cycle for ``--task nhr`` without GPUs (Horovod's default before 0.21, 1 ms since):
+one allreduce per 0.3-0.5-s step waits at most 5 ms more, and the polling's share of each core
+falls from 9-16 % to 4-6 %; 2 workers x 1 thread on 2 cores trained 55.0 instead of 49.5
+lines/s (docs/performance.md). The MLCN task keeps Horovod's default: its model-parallel
+steps run many collectives in a row, each of which would wait for a cycle."""
 
 
 def _task_parser(required: bool, **kwargs) -> argparse.ArgumentParser:
@@ -219,7 +225,8 @@ def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.
     from horovod_jobs.distributed import init_workers
 
     several_devices = model_parallel(args) and args.devices is not None
-    workers = init_workers(pin_gpu=not several_devices, process_sets=model_parallel(args) and args.data_groups > 1)
+    workers = init_workers(pin_gpu=not several_devices, process_sets=model_parallel(args) and args.data_groups > 1,
+                           cpu_cycle_time_ms=RECOGNIZER_CPU_CYCLE_TIME_MS if args.task == "nhr" else None)
     if not workers.is_root:
         sys.stdout = open(os.devnull, "w")  # only rank 0 prints (open for the rest of the process)
     try:

@@ -29,7 +29,7 @@ import pytest
 
 from capsnet.models import load_model
 from horovod_jobs.distributed import Workers
-from horovod_jobs.train import main, parse_args, peer_failure
+from horovod_jobs.train import RECOGNIZER_CPU_CYCLE_TIME_MS, main, parse_args, peer_failure
 from horovod_jobs.train_hooks import LearningRateWarmUp, RecognizerHooks, SyncOptions, worker_batches
 from tests.helpers.environment import REPO
 from tests.helpers.tiny_models import TINY_MODEL as TINY_NHR
@@ -333,6 +333,7 @@ def test_each_task_takes_its_command_options():
 
 
 THREADS_PROBE = """
+import os
 import sys
 
 import keras
@@ -345,25 +346,30 @@ class Probe(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         print("threads", tf.config.threading.get_intra_op_parallelism_threads(),
               tf.config.threading.get_inter_op_parallelism_threads(), flush=True)
+        print("cycle", os.environ.get("HOROVOD_CYCLE_TIME"), flush=True)
         self.model.stop_training = True
 
 
 sys.exit(main(sys.argv[1:], callbacks=[Probe()]))
 """
-"""``train.py`` in a fresh process (a world of one) that prints TensorFlow's thread pools as training starts."""
+"""``train.py`` in a fresh process (a world of one) that prints TensorFlow's thread pools and
+Horovod's cycle time as training starts."""
 
 
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_recognizer_worker_sizes_its_thread_pools_before_the_first_op(synth, tmp_path):
     """``--threads 1`` holds although the job's config check runs TensorFlow ops before training
-    (it used to be ignored there: the pools were TensorFlow's default, all cores)."""
-    env = {name: value for name, value in JOB_ENV.items() if not name.startswith("TF_NUM_")}
+    (it used to be ignored there: the pools were TensorFlow's default, all cores). On a host
+    without GPUs the worker also polls its peers every 5 ms, not Horovod's 1 ms."""
+    env = {name: value for name, value in JOB_ENV.items()
+           if not name.startswith("TF_NUM_") and name != "HOROVOD_CYCLE_TIME"}
     result = subprocess.run([sys.executable, "-c", THREADS_PROBE, "--task", "nhr", "--data", str(synth),
                              "--out", str(tmp_path / "out"), *TINY_NHR, "--epochs", "1", "--threads", "1"],
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, output_tail(result)
     assert "threads 1 1" in result.stdout, output_tail(result)
+    assert f"cycle {RECOGNIZER_CPU_CYCLE_TIME_MS:g}" in result.stdout, output_tail(result)
 
 
 def test_a_workers_default_threads_are_its_share_of_the_cores():
