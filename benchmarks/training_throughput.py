@@ -401,13 +401,11 @@ def measure_workers(args: argparse.Namespace) -> dict:
                     started = time.monotonic()
                     if separate:
                         per_job = apart(workers, argv, run_env, folder, pin=args.pin)
-                        seconds = [statistics.median(epochs) for epochs in zip(*per_job)]
-                        rate = sum(args.train_lines / statistics.median(epochs[1:]) for epochs in per_job)
                     else:
                         per_job = [horovod_scaling.launch(workers, argv, run_env, folder,
                                                           pin_cores=args.pin and threads == 1)]
-                        seconds = per_job[0]
-                        rate = args.train_lines / statistics.median(seconds[1:])
+                    # lines/s of all jobs together; one Horovod job trains every line once per epoch
+                    rate = sum(args.train_lines / statistics.median(epochs[1:]) for epochs in per_job)
                     report["runs"][name] = {"preset": preset, "batch_pixels": budget, "sort_window": window,
                                             "scan_kernel": kernel, "augment": args.augment,
                                             "workers": workers, "threads": threads, "apart": separate,
