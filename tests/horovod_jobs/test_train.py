@@ -206,7 +206,7 @@ def test_mlcn_model_parallel_rank_that_hangs_ends_the_job(horovodrun, tmp_path):
     args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model", "--out", "out"]
     freeze = ('if [ "$HOROVOD_RANK" = 1 ]; then (until [ -s ../rank0/out/log.csv ]; do sleep 0.2; done; '
               'date +%s.%N > frozen; kill -STOP $$) & fi; exec')
-    result, seconds = launch(horovodrun, tmp_path, args, prefix=freeze, env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "10"})
+    result, _ = launch(horovodrun, tmp_path, args, prefix=freeze, env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "10"})
     ended = time.time()
     assert result.returncode != 0
     assert (tmp_path / "rank1" / "frozen").is_file(), output_tail(result)

@@ -43,11 +43,10 @@ def horovod_build(horovodrun) -> dict[str, list[str]]:
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_check_build_lists_tensorflow_and_gloo(horovod_build):
-    build = horovod_build
-    assert build["frameworks"] == ["TensorFlow"]
-    assert "Gloo" in build["controllers"]
+    assert horovod_build["frameworks"] == ["TensorFlow"]
+    assert "Gloo" in horovod_build["controllers"]
     if shutil.which("mpirun") and shutil.which("mpicxx"):
-        assert "MPI" in build["controllers"], "Open MPI is installed, so the set-up must build Horovod with MPI"
+        assert "MPI" in horovod_build["controllers"], "Open MPI is installed, so the set-up must build Horovod with MPI"
 
 
 def run_smoke(command: list[str], size: int) -> list[dict]:
