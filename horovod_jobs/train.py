@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tfnhr.choices import SYNC_MODES
+from tfnhr.console import quiet_libraries
 
 if TYPE_CHECKING:  # at run time imported late: they load TensorFlow
     import keras
@@ -218,6 +219,8 @@ def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.
     ``callbacks``: Keras callbacks added last to ``fit``'s (e.g. a benchmark's timer)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # before TensorFlow's first import
     args = parse_args(argv)
+    if args.task == "nhr":  # as `tfnhr train` prints: warnings on one line, TensorFlow's Python loggers quiet
+        quiet_libraries("train.py --task nhr")
     if args.task == "mlcn":
         from capsnet.environment import prefer_onednn
 

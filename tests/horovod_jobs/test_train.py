@@ -335,6 +335,7 @@ def test_each_task_takes_its_command_options():
 THREADS_PROBE = """
 import os
 import sys
+import warnings
 
 import keras
 import tensorflow as tf
@@ -347,13 +348,14 @@ class Probe(keras.callbacks.Callback):
         print("threads", tf.config.threading.get_intra_op_parallelism_threads(),
               tf.config.threading.get_inter_op_parallelism_threads(), flush=True)
         print("cycle", os.environ.get("HOROVOD_CYCLE_TIME"), flush=True)
+        warnings.warn("probe warning")
         self.model.stop_training = True
 
 
 sys.exit(main(sys.argv[1:], callbacks=[Probe()]))
 """
 """``train.py`` in a fresh process (a world of one) that prints TensorFlow's thread pools and
-Horovod's cycle time as training starts."""
+Horovod's cycle time as training starts, and warns once."""
 
 
 @pytest.mark.subprocess
@@ -361,7 +363,8 @@ Horovod's cycle time as training starts."""
 def test_a_recognizer_worker_sizes_its_thread_pools_before_the_first_op(synth, tmp_path):
     """``--threads 1`` holds although the job's config check runs TensorFlow ops before training
     (it used to be ignored there: the pools were TensorFlow's default, all cores). On a host
-    without GPUs the worker also polls its peers every 5 ms, not Horovod's 1 ms."""
+    without GPUs the worker also polls its peers every 5 ms, not Horovod's 1 ms. Its warnings
+    are one line each, as ``tfnhr train`` prints them (no Python source line)."""
     env = {name: value for name, value in JOB_ENV.items()
            if not name.startswith("TF_NUM_") and name != "HOROVOD_CYCLE_TIME"}
     result = subprocess.run([sys.executable, "-c", THREADS_PROBE, "--task", "nhr", "--data", str(synth),
@@ -370,6 +373,8 @@ def test_a_recognizer_worker_sizes_its_thread_pools_before_the_first_op(synth, t
     assert result.returncode == 0, output_tail(result)
     assert "threads 1 1" in result.stdout, output_tail(result)
     assert f"cycle {RECOGNIZER_CPU_CYCLE_TIME_MS:g}" in result.stdout, output_tail(result)
+    assert "train.py --task nhr: warning: probe warning\n" in result.stderr, output_tail(result)
+    assert "warnings.warn" not in result.stderr, output_tail(result)
 
 
 def test_a_workers_default_threads_are_its_share_of_the_cores():

@@ -229,7 +229,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         plot_curves(out / "log.csv", out / "curves.png", title=f"{options.network_source or options.preset} recognizer")
     if options.verbose:
         print_table(summary)
-    if collapse is not None:
+    if collapse is not None and hooks.writes:  # one warning per job, not one per Horovod worker
         warnings.warn(collapse, stacklevel=2)
     return summary
 
