@@ -3,12 +3,12 @@ synthetic line set and the same cores.
 
 What it measures: validation and test CER (greedy decoding) of
 
-* **tfnhr**: ``tfnhr train --height 32 --block 2x2 --batch-pixels 150000 --time-limit MINUTES
-  --validate-every V --workers N`` as the main job trains (N = the cores this process may use,
-  one single-threaded Horovod worker each; V = 50 updates at 2 workers, so that about 1,100
-  lines pass between validations; its defaults otherwise: small preset, Adam 0.005, default
-  augmentation; ``--ours-flags`` adds flags), then ``tfnhr evaluate --decoders greedy`` of its
-  ``best.keras`` on the val and test subsets;
+* **tfnhr**: ``tfnhr train`` with the main job's training flags (``tfnhr.main_job.worker_flags``
+  of its ``quick`` preset: ``small`` model without dropout, height 32, 2x2 blocks, 150,000-px
+  batches, a validation about every 1,100 training lines, default augmentation, one process on
+  every core this process may use) and ``--time-limit MINUTES`` (``--ours-flags`` adds flags),
+  then ``tfnhr evaluate --decoders greedy`` of its ``best.keras`` on the val and test subsets,
+  each line read once;
 * **kraken 7.1.1** ``ketos train`` (``--models``, default both): ``default``, its own default
   VGSL line model (input height 120), and ``h32``, the same spec string with the input height
   changed to 32 (as tfnhr's); each for the same wall time as tfnhr's whole ``tfnhr train``
@@ -16,9 +16,9 @@ What it measures: validation and test CER (greedy decoding) of
   best checkpoint (highest validation accuracy) is then scored by ``ketos test`` on val and test.
 
 The table gives per system: the training process's wall minutes, the passes over the training
-lines it made (tfnhr: validation rounds x 100 updates / batches per epoch; kraken: optimizer
+lines it made (tfnhr: validation rounds x updates per round / batches per epoch; kraken: optimizer
 steps x batch size 1 / training lines), the val and the test CER. Both train with all the cores
-this process may use (tfnhr one worker per core, kraken ``ketos --threads N`` with N the allowed
+this process may use (tfnhr one process with a thread per core, kraken ``ketos --threads N`` with N the allowed
 cores), so pin both with ``taskset`` to compare on fewer cores. The CERs differ slightly in
 definition: tfnhr's is edit distance / reference length after NFC and whitespace collapsing
 (``tfnhr.metrics``), kraken's is its test report's errors / characters on the raw transcriptions;
@@ -81,7 +81,7 @@ Usage::
     python benchmarks/accuracy_vs_peer.py --train 40 --val 10 --test 10 --minutes 0.5 --work build/bench/peer-smoke
 
 Each run keeps its folder under ``--work`` (default ``build/bench/accuracy_vs_peer``): ``ours/``
-(``best.keras``, ``train.log``, ``val.json``, ``test.json``) and ``kraken-NAME/`` (checkpoints,
+(``model/best.keras``, ``train.log``, ``val.json``, ``test.json``) and ``kraken-NAME/`` (checkpoints,
 ``train.log``, ``val.log``, ``test.log``).
 """
 
@@ -231,16 +231,15 @@ def train_ours(data: Path, out: Path, minutes: float, seed: int, flags: list[str
     """tfnhr's run: train, then greedy CER on val and test."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    from tfnhr.main_job import BATCH_PIXELS, PRESETS, validation_interval
+    from tfnhr import main_job
 
-    workers = len(os.sched_getaffinity(0))
-    every = validation_interval(PRESETS["quick"]["validate_lines"], BATCH_PIXELS, workers)
-    arguments = ["train", "--data", str(data), "--out", str(out), "--height", "32", "--block", "2x2",
-                 "--batch-pixels", str(BATCH_PIXELS), "--time-limit", str(minutes), "--workers", str(workers),
-                 "--validate-every", str(every), "--seed", str(seed), *flags]
+    job = main_job.parse_args(["--out", str(out), "--seed", str(seed), "--time-limit", str(minutes)])
+    preset = main_job.PRESETS[job.preset]
+    options = main_job.training_options(job, data, preset["epochs"], minutes, preset["validate_lines"])
+    arguments = ["train", *main_job.worker_flags(options), *flags]
     _harness.log(f"tfnhr: training for {minutes} min ...")
     seconds = tfnhr_cli(arguments, out / "train.log")
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((options.out / "summary.json").read_text())
     log_text = (out / "train.log").read_text()
     per_epoch = re.search(r"validation rounds of (\d+) updates \((\d+) per epoch\)", log_text)
     updates = passes = None
@@ -251,7 +250,7 @@ def train_ours(data: Path, out: Path, minutes: float, seed: int, flags: list[str
         passes = None
     cers = {}
     for subset in ("val", "test"):
-        tfnhr_cli(["evaluate", "--model", str(out / "best.keras"), "--data", str(data), "--subset", subset,
+        tfnhr_cli(["evaluate", "--model", str(options.out / "best.keras"), "--data", str(data), "--subset", subset,
                    "--decoders", "greedy", "--json", str(out / f"{subset}.json")], out / f"{subset}.log")
         rows = json.loads((out / f"{subset}.json").read_text())
         cers[subset] = next(row for row in rows if row["decoder"] == "greedy")["cer"]
