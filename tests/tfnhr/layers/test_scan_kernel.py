@@ -56,6 +56,27 @@ def test_compiled_scan_equals_ops_scan_values_and_gradients(cell_name, in_loop, 
         np.testing.assert_allclose(value.numpy(), reference.numpy(), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("cell_name", sorted(CELL_TYPES))
+def test_compiled_scan_skips_invalid_cells_exactly(cell_name):
+    """The compiled scan computes only the valid cells of each column: with skewed columns that
+    hold no valid cell in any example (the first image's invalid left and right edges; the
+    second image has no valid cell at all) it agrees with the TensorFlow-ops scan, which
+    computes every cell."""
+    cell = CELL_TYPES[cell_name]
+    rng = np.random.default_rng(7)
+    x = tf.constant(rng.normal(size=(2, 4, 7, 3)), tf.float64)
+    edges = np.ones((4, 7), bool)
+    edges[:, :2] = edges[:, -1] = False  # in every direction the first skewed column is empty
+    mask = tf.constant(np.stack([edges, np.zeros((4, 7), bool)]), tf.float64)
+    params = _params(rng, cell, 4, 3, 3, tf.float64)
+    probe = tf.constant(rng.normal(size=(2, 4, 7, 12)), tf.float64)
+    ops = _value_and_gradients("ops", x, mask, params, cell, True, probe)
+    compiled = _value_and_gradients("compiled", x, mask, params, cell, True, probe)
+    assert float(tf.reduce_max(tf.abs(compiled[0][1]))) == 0.0  # the all-invalid example
+    for reference, value in zip(ops, compiled):
+        np.testing.assert_allclose(value.numpy(), reference.numpy(), rtol=1e-10, atol=1e-12)
+
+
 def test_layer_kernels_agree_on_a_packed_ragged_batch_in_float32():
     rng = np.random.default_rng(3)
     images = ragged_stack([rng.normal(size=(h, w, 2)).astype(np.float32) for h, w in [(3, 7), (5, 2), (1, 9), (4, 4)]])
