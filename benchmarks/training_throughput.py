@@ -20,8 +20,8 @@ the packing planner (three calls, the configuration's planner), pack + unpack fo
 level's scan forward and backward, the block convolutions, the per-pixel scores, CTC forward
 and backward and the optimizer's update; "rest" is the measured step minus their sum. The
 single-thread (and, with ``--threads 2``, two-thread) float32 matmul peak is measured in the
-same process (1024 x 1024), and the scans' matmul FLOPs per step (over the valid cells, the
-examples' pixels: the useful work) give their share of it.
+same process (1024 x 1024), and the scans' matmul FLOPs per step (from the computed cells of
+the packed canvases) give their share of it.
 
     taskset -c 0 .venv/bin/python benchmarks/training_throughput.py --threads 1 --out t1.json
     .venv/bin/python benchmarks/training_throughput.py --threads 2 --out t2.json
@@ -145,11 +145,13 @@ def scan_flops(units: int, channels: int, cells: int, directions: int = 4) -> fl
     return 3.0 * forward * cells * directions
 
 
-def valid_cells(images) -> int:
-    """Pixels of the ragged ``[B, (H), (W), C]`` ``images``: the cells an MDLSTM scan must compute
-    (the TensorFlow-ops scan also computes its packed canvases' slack and skew triangles, the
-    compiled one skips them)."""
-    return int(images.flat_values.shape[0])
+def canvas_cells(images) -> int:
+    """Computed cells (per direction) of the skewed scan over the packed canvases of ``images``."""
+    from tfnhr.ops.packing import image_sizes, plan_packing
+
+    layout = plan_packing(image_sizes(images))
+    height, width = layout.canvas_height, layout.canvas_width
+    return layout.num_canvases * height * (width + height - 1)
 
 
 def median_seconds(function, repeats: int) -> float:
@@ -200,7 +202,7 @@ def profile_step(tf, model, images, labels, repeats: int) -> tuple[dict, float]:
         both = median_seconds(lambda x=canvas: [g.numpy() for g in scan_backward(x)], repeats)
         parts[f"scan {level} forward"] = forward
         parts[f"scan {level} backward"] = max(both - forward, 0.0)
-        flops += scan_flops(mdlstm.units, features.shape[-1], valid_cells(features))
+        flops += scan_flops(mdlstm.units, features.shape[-1], canvas_cells(features))
         features = mdlstm(features)
         if level <= len(model.convs):
             conv = model.convs[level - 1]

@@ -15,13 +15,6 @@
 // Forward outputs h, s [T, D, u, N] (masked) and the saved activations acts [T, D, 7u, N]
 // (layout of tfnhr.layers.mdlstm_cells).  Directions are independent and run in parallel on
 // TensorFlow's intra-op threads.
-//
-// Only valid cells are computed: per column and direction the cells whose mask is nonzero are
-// gathered into a compact [rows, M] block (M <= N), the matmuls and the cell run on those M
-// columns, and the results are scattered back (zero at invalid cells, as masking gives).  The
-// skew triangles, the padding of a batch and the slack of a packed canvas cost no matmul work.
-// The first 7u * M values of each column's acts block hold its compact activations; the
-// backward op gathers the same cells from the same mask.
 
 #include <algorithm>
 #include <cstring>
@@ -81,67 +74,33 @@ struct ScanDims {
   bool in_loop;
 };
 
-// The indices of the nonzero entries of one column's mask m_t [N] into cells; returns their count.
-template <typename T>
-int64_t ValidCells(const T* m_t, int64_t n, std::vector<int64_t>* cells) {
-  cells->clear();
-  for (int64_t i = 0; i < n; ++i) {
-    if (m_t[i] != T(0)) cells->push_back(i);
-  }
-  return static_cast<int64_t>(cells->size());
-}
-
-// dst [rows, M] = src [rows, N] at the M columns `cells`.
-template <typename T>
-void Gather(const T* src, int64_t rows, int64_t n, const std::vector<int64_t>& cells, T* dst) {
-  const int64_t m = static_cast<int64_t>(cells.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* row = src + r * n;
-    T* out = dst + r * m;
-    for (int64_t j = 0; j < m; ++j) out[j] = row[cells[j]];
-  }
-}
-
-// dst [rows, N] = src [rows, M] times the mask at the M columns `cells`, zero elsewhere.
-template <typename T>
-void ScatterMasked(const T* src, int64_t rows, int64_t n, const std::vector<int64_t>& cells,
-                   const T* m_t, T* dst) {
-  const int64_t m = static_cast<int64_t>(cells.size());
-  std::fill(dst, dst + rows * n, T(0));
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* row = src + r * m;
-    T* out = dst + r * n;
-    for (int64_t j = 0; j < m; ++j) out[cells[j]] = row[j] * m_t[cells[j]];
-  }
-}
-
-// Fills inp [K, M] for one column and direction at its valid cells: [(x;) h1; h2; s1; s2]
-// where h1, s1 are the previous column's states (zero before the first) and h2, s2 their
-// values one row up (row n - 1, wrapping), times the upper-neighbour mask.
+// Fills inp [K, N] for one column and direction: [(x;) h1; h2; s1; s2] where h1, s1 are the
+// previous column's states (zero before the first) and h2, s2 their rows rolled down by one,
+// times the upper-neighbour mask.
 template <typename T>
 void LoopInput(const ScanDims& dims, const T* x_t, const T* h_prev, const T* s_prev,
-               const T* up, const std::vector<int64_t>& cells, T* inp) {
-  const int64_t n = dims.n, u = dims.units, m = static_cast<int64_t>(cells.size());
+               const T* up, T* inp) {
+  const int64_t n = dims.n, u = dims.units;
   T* out = inp;
   if (dims.in_loop) {
-    Gather(x_t, dims.kx, n, cells, out);
-    out += dims.kx * m;
+    std::memcpy(out, x_t, sizeof(T) * dims.kx * n);
+    out += dims.kx * n;
   }
   for (const T* state : {h_prev, s_prev}) {  // [h1; h2], then [s1; s2]
+    T* own = out;
+    T* upper = out + u * n;
     if (state == nullptr) {
-      std::fill(out, out + 2 * u * m, T(0));
+      std::fill(own, own + 2 * u * n, T(0));
     } else {
-      Gather(state, u, n, cells, out);
-      T* upper = out + u * m;
+      std::memcpy(own, state, sizeof(T) * u * n);
       for (int64_t r = 0; r < u; ++r) {
         const T* row = state + r * n;
-        for (int64_t j = 0; j < m; ++j) {
-          const int64_t i = cells[j];
-          upper[r * m + j] = row[i ? i - 1 : n - 1] * up[i];
-        }
+        T* dst = upper + r * n;
+        dst[0] = row[n - 1] * up[0];
+        for (int64_t i = 1; i < n; ++i) dst[i] = row[i - 1] * up[i];
       }
     }
-    out += 2 * u * m;
+    out += 2 * u * n;
   }
 }
 
@@ -331,34 +290,33 @@ class ScanForwardOp : public ScanOpBase {
     const int64_t cost = steps * n * (dims.gates * dims.k + 40 * u);
     ForEachDirection(context, dirs, cost, [&](int64_t d) {
       const auto [wt, wb, vo_d] = DirectionWeights<T>(dims, w_top, w_bot, vo, d);
-      std::vector<T> inp(dims.k * n), z(dims.gates * n), y(u * n), s_new(u * n);
-      std::vector<int64_t> cells;
+      std::vector<T> inp(dims.k * n), z(dims.gates * n);
       const int64_t s_rows = (in_loop_ ? dims.kx : 0) + 2 * u;  // s1 starts here in inp
       for (int64_t t = 0; t < steps; ++t) {
         const int64_t col = (t * dirs + d);
         const T* x_t = x_all + col * dims.kx * n;
-        const T* m_t = m_all + col * n;
         const T* h_prev = t ? h_all + ((t - 1) * dirs + d) * u * n : nullptr;
         const T* s_prev = t ? s_all + ((t - 1) * dirs + d) * u * n : nullptr;
-        const int64_t m = ValidCells(m_t, n, &cells);
-        if (m > 0) {
-          LoopInput(dims, x_t, h_prev, s_prev, up_mask, cells, inp.data());
-          MatrixMap<T>(z.data(), dims.peep, m).noalias() =
-              ConstMatrixMap<T>(wt, dims.peep, dims.k) * ConstMatrixMap<T>(inp.data(), dims.k, m);
-          MatrixMap<T>(z.data() + dims.peep * m, dims.gates - dims.peep, m).noalias() =
-              ConstMatrixMap<T>(wb, dims.gates - dims.peep, dims.kb) *
-              ConstMatrixMap<T>(inp.data(), dims.kb, m);
-          if (!in_loop_) {  // x_t holds the precomputed pre-activations [G, N]
-            for (int64_t r = 0; r < dims.gates; ++r) {
-              for (int64_t j = 0; j < m; ++j) z[r * m + j] += x_t[r * n + cells[j]];
-            }
-          }
-          CellForward(cell_, u, m, z.data(), inp.data() + s_rows * m,
-                      inp.data() + (s_rows + u) * m, vo_d, y.data(), s_new.data(),
-                      acts_all + col * 7 * u * n);
+        LoopInput(dims, x_t, h_prev, s_prev, up_mask, inp.data());
+        MatrixMap<T>(z.data(), dims.peep, n).noalias() =
+            ConstMatrixMap<T>(wt, dims.peep, dims.k) * ConstMatrixMap<T>(inp.data(), dims.k, n);
+        MatrixMap<T>(z.data() + dims.peep * n, dims.gates - dims.peep, n).noalias() =
+            ConstMatrixMap<T>(wb, dims.gates - dims.peep, dims.kb) *
+            ConstMatrixMap<T>(inp.data(), dims.kb, n);
+        if (!in_loop_) {
+          ArrayMap<T>(z.data(), dims.gates * n) += ConstArrayMap<T>(x_t, dims.gates * n);
         }
-        ScatterMasked(y.data(), u, n, cells, m_t, h_all + col * u * n);
-        ScatterMasked(s_new.data(), u, n, cells, m_t, s_all + col * u * n);
+        T* y = h_all + col * u * n;
+        T* s_new = s_all + col * u * n;
+        CellForward(cell_, u, n, z.data(), inp.data() + s_rows * n,
+                    inp.data() + (s_rows + u) * n, vo_d, y, s_new, acts_all + col * 7 * u * n);
+        const T* m_t = m_all + col * n;
+        for (int64_t r = 0; r < u; ++r) {
+          for (int64_t i = 0; i < n; ++i) {
+            y[r * n + i] *= m_t[i];
+            s_new[r * n + i] *= m_t[i];
+          }
+        }
       }
     });
   }
@@ -404,67 +362,52 @@ class ScanBackwardOp : public ScanOpBase {
       T* dwb_d = dwb->flat<T>().data() + d * g_bot * dims.kb;
       T* dvo_d = dvo->flat<T>().data() + d * dims.out_gates * u;
       const int64_t un = u * n;
-      std::vector<T> gh(un, T(0)), gs(un, T(0)), dy(un), ds(un), ds1(un), ds2(un), y(un), s_t(un),
+      std::vector<T> gh(un, T(0)), gs(un, T(0)), dy(un), ds(un), ds1(un), ds2(un),
           scratch(2 * un), dz(dims.gates * n), inp(dims.k * n), dinp(dims.k * n);
-      std::vector<int64_t> cells;
       for (int64_t t = steps - 1; t >= 0; --t) {
         const int64_t col = t * dirs + d;
         const T* m_t = m_all + col * n;
         const T* dh_t = dh_all + col * un;
-        const int64_t m = ValidCells(m_t, n, &cells);
-        T* dx_t = dx_all + col * dims.kx * n;
-        std::fill(dx_t, dx_t + dims.kx * n, T(0));
-        if (m == 0) {  // nothing flows through an all-invalid column
-          std::fill(gh.begin(), gh.end(), T(0));
-          std::fill(gs.begin(), gs.end(), T(0));
-          continue;
-        }
         for (int64_t r = 0; r < u; ++r) {
-          for (int64_t j = 0; j < m; ++j) {
-            const int64_t i = r * n + cells[j];
-            dy[r * m + j] = (gh[i] + dh_t[i]) * m_t[cells[j]];
-            ds[r * m + j] = gs[i] * m_t[cells[j]];
+          for (int64_t i = 0; i < n; ++i) {
+            dy[r * n + i] = (gh[r * n + i] + dh_t[r * n + i]) * m_t[i];
+            ds[r * n + i] = gs[r * n + i] * m_t[i];
           }
         }
-        Gather(h_all + col * un, u, n, cells, y.data());
-        Gather(s_all + col * un, u, n, cells, s_t.data());
-        CellBackward(cell_, u, m, acts_all + col * 7 * un, y.data(), s_t.data(), dy.data(),
-                     ds.data(), vo_d, dz.data(), ds1.data(), ds2.data(), dvo_d, scratch.data());
+        CellBackward(cell_, u, n, acts_all + col * 7 * un, h_all + col * un, s_all + col * un,
+                     dy.data(), ds.data(), vo_d, dz.data(), ds1.data(), ds2.data(), dvo_d,
+                     scratch.data());
         const T* h_prev = t ? h_all + ((t - 1) * dirs + d) * un : nullptr;
         const T* s_prev = t ? s_all + ((t - 1) * dirs + d) * un : nullptr;
         const T* x_t = x_all + col * dims.kx * n;
-        LoopInput(dims, x_t, h_prev, s_prev, up_mask, cells, inp.data());
-        ConstMatrixMap<T> dz_top(dz.data(), dims.peep, m), dz_bot(dz.data() + dims.peep * m,
-                                                                   g_bot, m);
-        MatrixMap<T> dinp_m(dinp.data(), dims.k, m);
+        LoopInput(dims, x_t, h_prev, s_prev, up_mask, inp.data());
+        ConstMatrixMap<T> dz_top(dz.data(), dims.peep, n), dz_bot(dz.data() + dims.peep * n,
+                                                                   g_bot, n);
+        MatrixMap<T> dinp_m(dinp.data(), dims.k, n);
         dinp_m.noalias() = ConstMatrixMap<T>(wt, dims.peep, dims.k).transpose() * dz_top;
         dinp_m.topRows(dims.kb).noalias() +=
             ConstMatrixMap<T>(wb, g_bot, dims.kb).transpose() * dz_bot;
         MatrixMap<T>(dwt_d, dims.peep, dims.k).noalias() +=
-            dz_top * ConstMatrixMap<T>(inp.data(), dims.k, m).transpose();
+            dz_top * ConstMatrixMap<T>(inp.data(), dims.k, n).transpose();
         MatrixMap<T>(dwb_d, g_bot, dims.kb).noalias() +=
-            dz_bot * ConstMatrixMap<T>(inp.data(), dims.kb, m).transpose();
-        const T* dx_c = in_loop_ ? dinp.data() : dz.data();  // [kx, M]
-        for (int64_t r = 0; r < dims.kx; ++r) {
-          for (int64_t j = 0; j < m; ++j) dx_t[r * n + cells[j]] = dx_c[r * m + j];
+            dz_bot * ConstMatrixMap<T>(inp.data(), dims.kb, n).transpose();
+        T* dx_t = dx_all + col * dims.kx * n;
+        if (in_loop_) {
+          std::memcpy(dx_t, dinp.data(), sizeof(T) * kx * n);
+        } else {
+          std::memcpy(dx_t, dz.data(), sizeof(T) * dims.gates * n);
         }
-        // gh = dh1 + roll(dh2 * up, -1); gs = ds1 + ds1m + roll((ds2 + ds2m) * up, -1), with
-        // dh1, dh2, ds1m, ds2m, ds1, ds2 zero at the invalid cells.
-        const T* dh1 = dinp.data() + kx * m;
-        const T* dh2 = dh1 + u * m;
-        const T* ds1m = dh2 + u * m;
-        const T* ds2m = ds1m + u * m;
-        std::fill(gh.begin(), gh.end(), T(0));
-        std::fill(gs.begin(), gs.end(), T(0));
+        // gh = dh1 + roll(dh2 * up, -1); gs = ds1 + ds1m + roll((ds2 + ds2m) * up, -1).
+        const T* dh1 = dinp.data() + kx * n;
+        const T* dh2 = dh1 + un;
+        const T* ds1m = dh2 + un;
+        const T* ds2m = ds1m + un;
         for (int64_t r = 0; r < u; ++r) {
-          T* gh_r = gh.data() + r * n;
-          T* gs_r = gs.data() + r * n;
-          for (int64_t j = 0; j < m; ++j) {
-            const int64_t i = cells[j], c = r * m + j, above = i ? i - 1 : n - 1;
-            gh_r[i] += dh1[c];
-            gs_r[i] += ds1[c] + ds1m[c];
-            gh_r[above] += dh2[c] * up_mask[i];
-            gs_r[above] += (ds2[c] + ds2m[c]) * up_mask[i];
+          const int64_t o = r * n;
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t next = i + 1 < n ? i + 1 : 0;
+            gh[o + i] = dh1[o + i] + dh2[o + next] * up_mask[next];
+            gs[o + i] = ds1[o + i] + ds1m[o + i] + (ds2[o + next] + ds2m[o + next]) * up_mask[next];
           }
         }
       }
