@@ -77,7 +77,7 @@ source (``kraken/ketos/recognition.py``, ``kraken/configs/vgsl.py``):
 
 Usage::
 
-    python benchmarks/accuracy_vs_peer.py --out build/bench/accuracy_vs_peer.json  # ~55 min (3 x ~15 min + data, scoring)
+    python benchmarks/accuracy_vs_peer.py --out build/bench/accuracy_vs_peer.json  # ~52 min (3 x ~15 min + data, scoring)
     python benchmarks/accuracy_vs_peer.py --train 40 --val 10 --test 10 --minutes 0.5 --work build/bench/peer-smoke
 
 Each run keeps its folder under ``--work`` (default ``build/bench/accuracy_vs_peer``): ``ours/``

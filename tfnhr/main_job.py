@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tfnhr.choices import AUGMENT_LEVELS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MODEL_PRESETS
+from tfnhr.console import quiet_libraries
 from tfnhr.data import synthetic
 from tfnhr.data.samples import TextImageSet
 from tfnhr.data.sources import load_data_subset
@@ -143,6 +144,7 @@ def train_with_workers(options: TrainOptions, workers: int) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_libraries("tfnhr.main_job")  # warnings on one line, as the tfnhr command prints them
     args = parse_args(argv)
     preset = {**PRESETS[args.preset],
               **{key: getattr(args, key) for key in ("train", "val", "test") if getattr(args, key) is not None}}
