@@ -57,11 +57,10 @@ def test_compiled_scan_equals_ops_scan_values_and_gradients(cell_name, in_loop, 
 
 
 @pytest.mark.parametrize("cell_name", sorted(CELL_TYPES))
-def test_compiled_scan_skips_invalid_cells_exactly(cell_name):
-    """The compiled scan computes only the valid cells of each column: with skewed columns that
-    hold no valid cell in any example (the first image's invalid left and right edges; the
-    second image has no valid cell at all) it agrees with the TensorFlow-ops scan, which
-    computes every cell."""
+def test_compiled_scan_masks_columns_and_images_without_valid_cells(cell_name):
+    """Skewed columns that hold no valid cell in any example (the first image's invalid left and
+    right edges; the second image has no valid cell at all): the compiled scan agrees with the
+    TensorFlow-ops scan, and the empty image's output is zero."""
     cell = CELL_TYPES[cell_name]
     rng = np.random.default_rng(7)
     x = tf.constant(rng.normal(size=(2, 4, 7, 3)), tf.float64)
