@@ -3,6 +3,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 NP ?= 2
+# Test processes (pytest-xdist); one per core of a 2-core CI machine. Each test file stays in one.
+TEST_WORKERS ?= 2
 
 .PHONY: setup demo demo-full demo-horovod test test-fast bench bench-fashion clean
 
@@ -24,11 +26,11 @@ demo-horovod: setup
 
 # Everything (what CI runs).
 test: setup
-	$(PY) -m pytest tests -q --durations=15
+	$(PY) -m pytest tests -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The quick loop (about 6 min on 2 cores): no tests marked slow, horovod or subprocess (setup.cfg).
 test-fast: setup
-	$(PY) -m pytest tests -q -m "not slow and not horovod and not subprocess"
+	$(PY) -m pytest tests -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not horovod and not subprocess"
 
 # Benchmarks (single thread, JSON into build/bench/); each prints its table too.
 bench: setup

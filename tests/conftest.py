@@ -6,12 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
-import tensorflow as tf
 
-from tests.helpers.environment import LOGICAL_CPUS, REPO, VENV_BIN
-
-# Keep TensorFlow quiet and small on the 2-core CI machines.
+# Keep TensorFlow quiet on the 2-core CI machines: set before its import, which logs its C++ info lines.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+from tests.helpers.environment import LOGICAL_CPUS, REPO, VENV_BIN  # noqa: E402
 
 # Four logical CPU devices (LOGICAL_CPUS), so lane placement (capsnet) runs and is tested on a CPU-only host.
 # This must happen before TensorFlow initialises its runtime, hence here at conftest import.

@@ -70,6 +70,13 @@ def launch(horovodrun: Path, root: Path, args: list[str], ranks: int = 2, prefix
     return result, time.monotonic() - started
 
 
+def signal_rank_1_after_first_epoch(signal: str) -> str:
+    """A :func:`launch` prefix: once rank 0 has written its first ``log.csv`` row, rank 1 writes the
+    time to ``rank1/signalled`` and sends itself ``SIG<signal>``."""
+    return (f'if [ "$HOROVOD_RANK" = 1 ]; then (until [ -s ../rank0/out/log.csv ]; do sleep 0.2; done; '
+            f'date +%s.%N > signalled; kill -{signal} $$) & fi; exec')
+
+
 def output_tail(result: subprocess.CompletedProcess) -> str:
     return result.stdout[-3000:] + result.stderr[-3000:]
 
@@ -177,11 +184,14 @@ def test_mlcn_model_parallel_on_two_ranks_trains_and_resumes_as_one_process(horo
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_mlcn_model_parallel_rank_that_dies_ends_the_job(horovodrun, tmp_path):
-    """Rank 1 is killed (SIGKILL) mid-training: every rank exits, non-zero, within seconds."""
+    """Rank 1 is killed (SIGKILL) mid-training, once rank 0 has logged its first epoch: every rank
+    exits, non-zero, within seconds (well before the 200 epochs or the launcher's 300-s limit)."""
     args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model", "--out", "out"]
-    result, seconds = launch(horovodrun, tmp_path, args, prefix='exec $([ "$HOROVOD_RANK" = 1 ] && echo timeout -s KILL 25)')
+    result, _ = launch(horovodrun, tmp_path, args, prefix=signal_rank_1_after_first_epoch("KILL"))
+    ended = time.time()
     assert result.returncode != 0
-    assert seconds < 25 + 30, output_tail(result)
+    assert (tmp_path / "rank1" / "signalled").is_file(), output_tail(result)
+    assert ended - float((tmp_path / "rank1" / "signalled").read_text()) < 30, output_tail(result)
     assert "Process 1 exit with status code 137" in result.stdout + result.stderr, output_tail(result)
 
 
@@ -204,13 +214,12 @@ def test_mlcn_model_parallel_rank_that_hangs_ends_the_job(horovodrun, tmp_path):
     collective times out after Gloo's timeout (10 s here), it exits with a one-line reason, and
     ``horovodrun`` ends rank 1 (well before the 200 epochs or the launcher's 300-s limit)."""
     args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model", "--out", "out"]
-    freeze = ('if [ "$HOROVOD_RANK" = 1 ]; then (until [ -s ../rank0/out/log.csv ]; do sleep 0.2; done; '
-              'date +%s.%N > frozen; kill -STOP $$) & fi; exec')
-    result, _ = launch(horovodrun, tmp_path, args, prefix=freeze, env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "10"})
+    result, _ = launch(horovodrun, tmp_path, args, prefix=signal_rank_1_after_first_epoch("STOP"),
+                       env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "10"})
     ended = time.time()
     assert result.returncode != 0
-    assert (tmp_path / "rank1" / "frozen").is_file(), output_tail(result)
-    assert ended - float((tmp_path / "rank1" / "frozen").read_text()) < 10 + 30, output_tail(result)
+    assert (tmp_path / "rank1" / "signalled").is_file(), output_tail(result)
+    assert ended - float((tmp_path / "rank1" / "signalled").read_text()) < 10 + 30, output_tail(result)
     assert "error on rank 0: a peer rank died or stopped answering" in result.stderr, output_tail(result)
 
 
