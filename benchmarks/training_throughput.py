@@ -38,7 +38,9 @@ each budget: median epoch training seconds after the first epoch, validation exc
 W >= 2 it also runs W single-worker jobs at once, apart (no collectives; with ``--pin`` each
 pinned to its own core): what W workers of this job could reach if they waited for nothing;
 and the W x 1 layout again at each of ``--cycle-times`` (Horovod's background cycle, ms; the job
-sets 5 ms for itself on CPU hosts, Horovod's default is 1 ms).
+sets 5 ms for itself on CPU hosts, Horovod's default is 1 ms) and with model averaging
+(``--sync average``) at each of ``--average-every`` (steps between averagings; the workers step
+on their own in between, so they wait for each other only at those steps and at epoch ends).
 ``--augment`` is the jobs' augmentation level (``none`` shows what the augmentation threads
 take from the training threads when the workers fill every core).
 """
@@ -373,10 +375,13 @@ def measure_workers(args: argparse.Namespace) -> dict:
     from tfnhr.data import synthetic
 
     env = _harness.single_threaded_child_env()
-    runs = [(*run, False, None) for run in WORKER_RUNS if run[0] * run[1] <= args.workers] + (
-        [(args.workers, 1, False, None)] if args.workers > 2 else [])
+    # (workers, threads per worker, apart, Horovod cycle ms or None: the job's, averaging period or None: gradients)
+    runs = [(*run, False, None, None) for run in WORKER_RUNS if run[0] * run[1] <= args.workers] + (
+        [(args.workers, 1, False, None, None)] if args.workers > 2 else [])
     if args.workers > 1:
-        runs += [(args.workers, 1, False, cycle) for cycle in args.cycle_times] + [(args.workers, 1, True, None)]
+        runs += ([(args.workers, 1, False, cycle, None) for cycle in args.cycle_times]
+                 + [(args.workers, 1, False, None, every) for every in args.average_every]
+                 + [(args.workers, 1, True, None, None)])
     report = {"train_lines": args.train_lines, "epochs": args.epochs, "augment": args.augment, "runs": {}}
     with tempfile.TemporaryDirectory(prefix="training_throughput_") as temporary:
         root = Path(temporary)
@@ -390,14 +395,16 @@ def measure_workers(args: argparse.Namespace) -> dict:
                 job = ["--task", "nhr", "--data", str(data), "--preset", preset, "--block", "2x2", "--height",
                        str(HEIGHT), "--batch-pixels", str(budget), "--sort-window", str(window),
                        "--epochs", str(args.epochs), "--seed", str(args.seed), "--augment", args.augment, "--quiet"]
-                for (workers, threads, separate, cycle), kernel in itertools.product(runs, args.scan_kernels):
+                for (workers, threads, separate, cycle, every), kernel in itertools.product(runs, args.scan_kernels):
                     name = (f"{preset} {label(config)} {workers}x{threads}{' apart' if separate else ''}"
-                            f"{'' if cycle is None else f' cycle {cycle:g}ms'} {kernel}")
+                            f"{'' if cycle is None else f' cycle {cycle:g}ms'}"
+                            f"{'' if every is None else f' average/{every}'} {kernel}")
                     folder = root / name.replace(" ", "_").replace("/", "_")
                     folder.mkdir()
                     run_env = {**env, "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": str(threads),
                                "TFNHR_SCAN_KERNEL": kernel, **({} if cycle is None else {"HOROVOD_CYCLE_TIME": f"{cycle:g}"})}
-                    argv = [*job, "--threads", str(threads), "--out", str(folder / "out")]
+                    argv = [*job, "--threads", str(threads), "--out", str(folder / "out"),
+                            *([] if every is None else ["--sync", "average", "--average-every", str(every)])]
                     started = time.monotonic()
                     if separate:
                         per_job = apart(workers, argv, run_env, folder, pin=args.pin)
@@ -409,7 +416,7 @@ def measure_workers(args: argparse.Namespace) -> dict:
                     report["runs"][name] = {"preset": preset, "batch_pixels": budget, "sort_window": window,
                                             "scan_kernel": kernel, "augment": args.augment,
                                             "workers": workers, "threads": threads, "apart": separate,
-                                            "horovod_cycle_ms": cycle,
+                                            "horovod_cycle_ms": cycle, "average_every": every,
                                             "epoch_train_seconds": per_job, "lines_per_second": rate,
                                             "job_seconds": time.monotonic() - started}
                     print(f"{name:43s} {rate:7.1f} lines/s  (epochs "
@@ -429,7 +436,7 @@ def print_workers(runs: dict) -> None:
         print(f"{name:43s} {run['lines_per_second']:8.1f} {ratio:6.2f}x")
     one_process = [run for run in runs.values() if run["workers"] == 1 and run["threads"] > 1]
     many_workers = [run for run in runs.values() if run["workers"] > 1 and run["threads"] == 1 and not run["apart"]
-                    and run["horovod_cycle_ms"] is None]
+                    and run["horovod_cycle_ms"] is None and run.get("average_every") is None]
     if one_process and many_workers:
         before, after = one_process[_ops_first(one_process)], many_workers[-1]
         print(f"\none process x {before['threads']} threads, {before['batch_pixels']}px/w{before['sort_window']}, "
@@ -524,6 +531,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cycle-times", type=lambda text: [float(part) for part in text.split(",") if part],
                         default=[1.0], help="--workers: Horovod cycle times (ms) to run the W x 1 layout at too, "
                         "beside the job's own (Horovod's default is 1; empty: none)")
+    parser.add_argument("--average-every", type=lambda text: [int(part) for part in text.split(",") if part],
+                        default=[16], help="--workers: run the W x 1 layout with model averaging too (--sync "
+                        "average), once per comma-separated period in steps (default 16, the job's; empty: none)")
     parser.add_argument("--augment", choices=AUGMENT_LEVELS, default="default",
                         help="--workers: the jobs' augmentation level")
     parser.add_argument("--scan-kernels", type=parse_kernels, default=["compiled"],
