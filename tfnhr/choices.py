@@ -16,8 +16,13 @@ computing its new state, and the plain MDLSTM cell."""
 PACKING_MODES = ("examples", "pad")
 """How :class:`~tfnhr.layers.MDLSTM2D` batches examples: packed onto canvases, or padded."""
 
-MODEL_PRESETS = ("small", "large")
-"""The hand-built recognizer's sizes (Wenniger et al. 2019, §VII)."""
+MODEL_PRESETS = ("small", "small-wide", "large")
+"""The hand-built recognizer's sizes: ``small`` and ``large`` are those of Wenniger et al. 2019
+(§VII), ``small-wide`` is ``small`` with its first level twice as wide
+(:data:`tfnhr.models.recognizer.PRESETS`)."""
+
+DEFAULT_MODEL_PRESET = "small-wide"
+"""The size ``tfnhr train``, the Horovod job and the main job train by default."""
 
 KINDS = ("lines", "words")
 """Line or word images of a data set in IAM layout."""

@@ -1,4 +1,4 @@
-"""The main job (``make demo``): train the ``small`` recognizer on the embedded synthetic
+"""The main job (``make demo``): train the ``small-wide`` recognizer on the embedded synthetic
 handwriting set on CPU and report validation CER/WER on held-out fonts, greedy and with an LM.
 
 Steps, all under ``--out`` (default ``runs/main``):
@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tfnhr.choices import AUGMENT_LEVELS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MODEL_PRESETS
+from tfnhr.choices import AUGMENT_LEVELS, DEFAULT_MODEL_PRESET, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MODEL_PRESETS
 from tfnhr.console import quiet_libraries
 from tfnhr.data import synthetic
 from tfnhr.data.samples import TextImageSet
@@ -71,17 +71,10 @@ SAMPLE_LINES = 8
 """Test lines shown in ``samples.png`` (the first few also printed)."""
 
 DROPOUT = 0.0
-"""Dropout on the MDLSTM outputs in the main job (``tfnhr train``'s default is the ``small``
-preset's 0.25). Without dropout the 14-minute run (then with 20 training fonts) read the held-out
-fonts 2.5-2.8 points better (docs/performance.md, "Training fonts"); on real handwritten digits
-dropout helps, so ``tfnhr train`` keeps it."""
-
-SMALL_WIDTHS = {"mdlstm_units": (4, 10, 50), "conv_filters": (12, 20)}
-"""The main job's ``small`` recognizer: the preset's first MDLSTM level and first block
-convolution twice as wide (4 units, 12 filters; the preset has 2 and 6), 199k parameters. One
-training step costs about 11 % more; over the same 14 minutes two paired runs (seeds 0 and 1)
-read the validation fonts 2.7 and 2.8 points better once, 1.0 and 3.4 points better in 24 views,
-with the test fonts level (docs/performance.md, "Wider first level")."""
+"""Dropout on the MDLSTM outputs in the main job (``tfnhr train``'s default is 0.25). Without
+dropout the 14-minute run (then with 20 training fonts) read the held-out fonts 2.5-2.8 points
+better (docs/performance.md, "Training fonts"); on real handwritten digits dropout helps, so
+``tfnhr train`` keeps it."""
 
 IMAGE_HEIGHT = 32
 """Lines are scaled to this height (px): characters are then ~9 px wide, i.e. ~2.3 output
@@ -100,7 +93,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                             help=f"{subset} lines (default: the preset's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--augment", choices=AUGMENT_LEVELS, default="default", help="training-time augmentation")
-    parser.add_argument("--model", choices=MODEL_PRESETS, default="small", help="recognizer size")
+    parser.add_argument("--model", choices=MODEL_PRESETS, default=DEFAULT_MODEL_PRESET,
+                        help="recognizer size (tfnhr.models.recognizer.PRESETS)")
     parser.add_argument("--dropout", type=TRAIN["dropout"].type, default=DROPOUT, help="dropout on MDLSTM outputs")
     parser.add_argument("--batch-pixels", type=int, default=BATCH_PIXELS,
                         help="pixel budget of one batch (of each worker's with --workers; 32-px lines take about 13,000 each)")
@@ -127,7 +121,7 @@ def training_options(args: argparse.Namespace, data: Path, epochs: int, time_lim
     return TrainOptions(
         data=data, out=args.out / "model", preset=args.model, block=((2, 2), (2, 2)), height=IMAGE_HEIGHT,
         batch_pixels=args.batch_pixels, epochs=epochs, time_limit=time_limit, seed=args.seed,
-        augment=args.augment, dropout=args.dropout, overwrite=True, **(SMALL_WIDTHS if args.model == "small" else {}),
+        augment=args.augment, dropout=args.dropout, overwrite=True,
         validate_every=validation_interval(validate_lines, args.batch_pixels, args.workers))
 
 
@@ -137,9 +131,7 @@ def worker_flags(options: TrainOptions) -> list[str]:
             "--block", *(f"{h}x{w}" for h, w in options.block), "--height", str(options.height),
             "--batch-pixels", str(options.batch_pixels), "--epochs", str(options.epochs),
             "--time-limit", str(options.time_limit), "--seed", str(options.seed), "--augment", options.augment,
-            "--dropout", str(options.dropout), "--validate-every", str(options.validate_every), "--overwrite",
-            *(["--units", ",".join(map(str, options.mdlstm_units))] if options.mdlstm_units else []),
-            *(["--filters", ",".join(map(str, options.conv_filters))] if options.conv_filters else [])]
+            "--dropout", str(options.dropout), "--validate-every", str(options.validate_every), "--overwrite"]
 
 
 def train_with_workers(options: TrainOptions, workers: int) -> dict:

@@ -24,9 +24,15 @@ from tfnhr.layers import BlockConv2D, DirectionSharedDense, MDLSTM2D
 
 PRESETS: dict[str, dict] = {
     "small": {"mdlstm_units": (2, 10, 50), "conv_filters": (6, 20)},
+    "small-wide": {"mdlstm_units": (4, 10, 50), "conv_filters": (12, 20)},
     "large": {"mdlstm_units": (4, 20, 100), "conv_filters": (12, 40)},
 }
-"""The two model sizes of Wenniger et al. 2019 (§VII): MDLSTM units per level and block-conv filters."""
+"""Model sizes, MDLSTM units per level and block-conv filters: ``small`` and ``large`` are the two
+of Wenniger et al. 2019 (§VII); ``small-wide`` is ``small`` with its first MDLSTM level and first
+block convolution twice as wide (4 units, 12 filters; 199,009 parameters against 196,379 with
+the main job's characters), about 11 % more time per training step. It is what ``tfnhr train``
+trains by default (:data:`tfnhr.choices.DEFAULT_MODEL_PRESET`): at equal training time it read
+held-out fonts better than ``small`` (docs/performance.md, "Wider first level")."""
 
 
 @keras.saving.register_keras_serializable(package="tfnhr")
@@ -138,7 +144,8 @@ def build_recognizer(
     input_height: int | None = None,
 ) -> Recognizer:
     """A built :class:`Recognizer` for ``charset``; ``mdlstm_units``/``conv_filters`` default to
-    the ``preset`` (``"small"`` (2, 10, 50)/(6, 20) or ``"large"`` (4, 20, 100)/(12, 40))."""
+    the ``preset`` (:data:`PRESETS`: ``"small"`` (2, 10, 50)/(6, 20), ``"small-wide"`` (4, 10, 50)/(12, 20)
+    or ``"large"`` (4, 20, 100)/(12, 40))."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
     model = Recognizer(

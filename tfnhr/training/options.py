@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tfnhr import ranges
-from tfnhr.choices import AUGMENT_LEVELS, SCHEDULES
+from tfnhr.choices import AUGMENT_LEVELS, DEFAULT_MODEL_PRESET, SCHEDULES
 from tfnhr.network.config_file import NetworkConfig
 
 CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gradient_clip": "clipnorm",
@@ -72,7 +72,7 @@ class TrainOptions:
     kind: str = "lines"
     split: str = "official"
     keep_err: bool = False
-    preset: str = "small"
+    preset: str = DEFAULT_MODEL_PRESET
     mdlstm_units: tuple[int, ...] | None = None
     conv_filters: tuple[int, ...] | None = None
     block: tuple[tuple[int, int], ...] = ((2, 4), (2, 4))

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tests.helpers.ragged import ragged_stack
 from tests.helpers.tiny_models import CHARSET, TINY, tiny_recognizer
+from tfnhr.choices import DEFAULT_MODEL_PRESET, MODEL_PRESETS
 from tfnhr.models import PRESETS, Recognizer, build_recognizer
 from tfnhr.layers import DirectionSharedDense
 
@@ -142,6 +143,19 @@ def test_large_preset_parameter_count_closed_form():
 def test_preset_values_are_the_seeds():
     assert PRESETS["small"] == {"mdlstm_units": (2, 10, 50), "conv_filters": (6, 20)}
     assert PRESETS["large"] == {"mdlstm_units": (4, 20, 100), "conv_filters": (12, 40)}
+
+
+def test_small_wide_is_small_with_its_first_level_twice_as_wide():
+    small, wide = PRESETS["small"], PRESETS["small-wide"]
+    for key in ("mdlstm_units", "conv_filters"):
+        assert wide[key] == (2 * small[key][0], *small[key][1:])
+    model = build_recognizer(CHARSET, preset="small-wide", block=((2, 2), (2, 2)))
+    assert model.count_params() == recognizer_params(wide["mdlstm_units"], wide["conv_filters"], ((2, 2), (2, 2)),
+                                                     CHARSET.num_classes)
+
+
+def test_every_offered_preset_is_built_and_the_default_is_one():
+    assert set(MODEL_PRESETS) == set(PRESETS) and DEFAULT_MODEL_PRESET in PRESETS
 
 
 def test_tiny_variable_shapes_follow_config(tiny):
