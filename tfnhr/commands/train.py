@@ -6,7 +6,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from tfnhr.choices import AUGMENT_LEVELS, CELLS, DEFAULT_MODEL_PRESET, HALVE_ON, MODEL_PRESETS, OPTIMIZERS, shipped_configs
+from tfnhr.choices import (AUGMENT_LEVELS, CELLS, DEFAULT_MODEL_PRESET, HALVE_ON, MODEL_PRESETS, OPTIMIZERS,
+                           shipped_configs)
 from tfnhr.commands.common import USER_ERRORS, add_data_arguments, reports_errors, size_pair
 from tfnhr.ranges import COUNT, TRAIN, each
 
@@ -37,10 +38,10 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
 
 # The documented defaults of the options in FLAG_FIELDS (help texts only; the values that apply come
 # from tfnhr.training.TrainOptions, which a test keeps equal to these).
-HELP_DEFAULTS = {"out": Path("runs/recognizer"), "preset": DEFAULT_MODEL_PRESET, "dropout": 0.25, "cell": "leaky_lp",
-                 "batch_pixels": None, "epochs": 80, "learning_rate": 0.005, "optimizer": "adam", "clipnorm": 10.0, "seed": 0,
-                 "halve_start": 0.5, "halve_patience": 2, "halve_margin": 1.0, "augment": "default", "anneal": 0.5,
-                 "sort_window": 1, "ema": 0.99}
+HELP_DEFAULTS = {"out": Path("runs/recognizer"), "preset": DEFAULT_MODEL_PRESET, "dropout": 0.25,
+                 "cell": "leaky_lp", "batch_pixels": None, "epochs": 80, "learning_rate": 0.005, "optimizer": "adam",
+                 "clipnorm": 10.0, "seed": 0, "halve_start": 0.5, "halve_patience": 2, "halve_margin": 1.0,
+                 "augment": "default", "anneal": 0.5, "sort_window": 1, "ema": 0.99}
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,8 +57,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                              f"config ({', '.join(shipped_configs())}); flags given here override its "
                              "training parameters")
     parser.add_argument("--preset", choices=MODEL_PRESETS, default=unset,
-                        help="model size, MDLSTM units / block-conv filters: small = (2, 10, 50) / (6, 20), small-wide = "
-                             f"(4, 10, 50) / (12, 20), large = (4, 20, 100) / (12, 40) (default {defaults.preset})")
+                        help="model size, MDLSTM units / block-conv filters: small = (2, 10, 50) / (6, 20), "
+                             "small-wide = (4, 10, 50) / (12, 20), large = (4, 20, 100) / (12, 40) "
+                             f"(default {defaults.preset})")
     parser.add_argument("--units", type=each(COUNT), default=unset, help="MDLSTM units per level (overrides --preset)")
     parser.add_argument("--filters", type=each(COUNT), default=unset, help="block-conv filters (overrides --preset)")
     parser.add_argument("--block", type=size_pair, nargs="+", default=unset,

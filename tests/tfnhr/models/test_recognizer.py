@@ -154,7 +154,7 @@ def test_small_wide_is_small_with_its_first_level_twice_as_wide():
                                                      CHARSET.num_classes)
 
 
-def test_every_offered_preset_is_built_and_the_default_is_one():
+def test_the_offered_presets_are_the_built_ones_and_the_default_is_one_of_them():
     assert set(MODEL_PRESETS) == set(PRESETS) and DEFAULT_MODEL_PRESET in PRESETS
 
 
