@@ -436,7 +436,7 @@ def print_workers(runs: dict) -> None:
         print(f"{name:43s} {run['lines_per_second']:8.1f} {ratio:6.2f}x")
     one_process = [run for run in runs.values() if run["workers"] == 1 and run["threads"] > 1]
     many_workers = [run for run in runs.values() if run["workers"] > 1 and run["threads"] == 1 and not run["apart"]
-                    and run["horovod_cycle_ms"] is None and run.get("average_every") is None]
+                    and run["horovod_cycle_ms"] is None and run["average_every"] is None]
     if one_process and many_workers:
         before, after = one_process[_ops_first(one_process)], many_workers[-1]
         print(f"\none process x {before['threads']} threads, {before['batch_pixels']}px/w{before['sort_window']}, "
