@@ -42,8 +42,9 @@ ACTIVATIONS_FORMAT = "tfnhr-activations"
 def dump_activations(model: CtcModel, data: TextImageSet, layers: Sequence[str], out: str | Path,
                      batch_pixels: int = DEFAULT_BATCH_PIXELS, progress: bool = False,
                      attrs: dict[str, str] | None = None) -> dict[str, dict[str, int]]:
-    """Write the outputs of ``layers`` for every image of ``data`` (scaled to the model's
-    ``input_height``, run in batches of at most ``batch_pixels`` pixels) to ``out``; ``attrs``
+    """Write the outputs of ``layers`` for every image of ``data`` (as the model reads it,
+    :meth:`Transcriber.prepare <tfnhr.inference.Transcriber.prepare>`, scaled to its
+    ``input_height``; run in batches of at most ``batch_pixels`` pixels) to ``out``; ``attrs``
     are added to the root attributes. Returns ``{layer: {"values": P, "channels": C}}``.
 
     Unknown layer names raise ``ValueError`` (listing the model's) and write nothing.
@@ -56,7 +57,8 @@ def dump_activations(model: CtcModel, data: TextImageSet, layers: Sequence[str],
     with AtomicHdf5File(out, ACTIVATIONS_FORMAT, {**(attrs or {}), "layers": json.dumps(list(layers))}) as output:
         tags, labels = StringColumn(output.file, "seqTags"), StringColumn(output.file, "labels")
         columns: dict[str, RaggedColumn] = {}
-        for batch, images in Transcriber(model, batch_pixels=batch_pixels).batches(data.images):
+        transcriber = Transcriber(model, batch_pixels=batch_pixels)
+        for batch, images in transcriber.batches([transcriber.prepare(gray) for gray in data.images]):
             for name, outputs in run(images).items():
                 if name not in columns:
                     columns[name] = RaggedColumn(output.file.require_group("layers").create_group(name), "outputs",

@@ -16,10 +16,24 @@ computing its new state, and the plain MDLSTM cell."""
 PACKING_MODES = ("examples", "pad")
 """How :class:`~tfnhr.layers.MDLSTM2D` batches examples: packed onto canvases, or padded."""
 
-MODEL_PRESETS = ("small", "small-wide", "large")
-"""The hand-built recognizer's sizes: ``small`` and ``large`` are those of Wenniger et al. 2019
-(§VII), ``small-wide`` is ``small`` with its first level twice as wide
-(:data:`tfnhr.models.recognizer.PRESETS`)."""
+MODEL_PRESET_SIZES: dict[str, dict[str, tuple[int, ...]]] = {
+    "small": {"mdlstm_units": (2, 10, 50), "conv_filters": (6, 20)},
+    "small-wide": {"mdlstm_units": (4, 10, 50), "conv_filters": (12, 20)},
+    "large": {"mdlstm_units": (4, 20, 100), "conv_filters": (12, 40)},
+}
+"""The hand-built recognizer's sizes, MDLSTM units per level and block-convolution filters:
+``small`` and ``large`` are those of Wenniger et al. 2019 (§VII), ``small-wide`` is ``small``
+with its first level twice as wide (:data:`tfnhr.models.recognizer.PRESETS`)."""
+
+MODEL_PRESETS = tuple(MODEL_PRESET_SIZES)
+"""The names of :data:`MODEL_PRESET_SIZES`."""
+
+
+def describe_presets() -> str:
+    """The presets' sizes for help texts: ``small = (2, 10, 50) / (6, 20), ...``."""
+    return ", ".join(f"{name} = {sizes['mdlstm_units']} / {sizes['conv_filters']}"
+                     for name, sizes in MODEL_PRESET_SIZES.items())
+
 
 DEFAULT_MODEL_PRESET = "small-wide"
 """The size ``tfnhr train``, the Horovod job and the main job train by default."""

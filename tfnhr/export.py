@@ -2,7 +2,7 @@
 ``LoadSavedModel``, or ``tf.saved_model.load`` in a process that has only TensorFlow.
 
 Everything a reading needs is in the graph: image decoding (PNG, JPEG, GIF, BMP), conversion to
-gray, scaling to the model's input height, packing (the graph planner,
+gray, scaling to the model's input height (and its stroke spacing, for a model trained so), packing (the graph planner,
 :mod:`tfnhr.ops.graph_planner`, in plain TensorFlow ops: TF Serving refuses XLA on CPU by default),
 the network, greedy CTC decoding and the confidence. Signatures:
 
@@ -10,15 +10,18 @@ the network, greedy CTC decoding and the confidence. Signatures:
     Encoded image files. Gray levels as :func:`tfnhr.data.images.load_gray` gives them for 8-bit
     images (Pillow's ITU-R 601-2 luma for colour, the alpha channel ignored), scaled as
     :func:`tfnhr.data.images.scale_to_height` (bilinear, antialiased; TensorFlow's resampling,
-    not Pillow's, so a scaled image may differ by a gray level here and there), then
-    ``1 - gray / 255`` as in training. ``text`` is the best path (greedy decoding), ``confidence``
+    not Pillow's, so a scaled image may differ by a gray level here and there), for a model
+    trained on normalized stroke spacing scaled in width as :func:`tfnhr.data.spacing.normalize_spacing`
+    (:func:`normalize_spacing_graph`), then ``1 - gray / 255`` as in training. ``text`` is the best path (greedy decoding), ``confidence``
     :func:`tfnhr.inference.confidence`. Also the ``serving_default`` signature.
 ``scores(images: float32 [B, H, W], heights: int32 [B], widths: int32 [B])`` -> ``scores: float32 [B, T, K]``, ``lengths: int32 [B]``
     The ragged batch of already scaled ink images (``1 - gray / 255``, example ``i`` in the top-left
     ``heights[i] x widths[i]`` corner) and its per-column logits, padded to the longest
     (``lengths[i]`` columns are example ``i``'s; class 0 is the CTC blank, class ``k`` the
     ``k``-th character of ``charset``).
-``charset()`` -> ``charset: string [K]`` (entry 0 empty: the blank), ``input_height: int32`` (0: none).
+``charset()`` -> ``charset: string [K]`` (entry 0 empty: the blank), ``input_height: int32`` (0: none),
+``stroke_spacing: float32`` (0: none; else the ``scores`` signature's images must have their widths
+scaled to it, as :func:`tfnhr.data.spacing.normalize_spacing` does).
 
 The export directory follows TF Serving's layout: ``OUT/<version>/saved_model.pb``.
 """
@@ -32,6 +35,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from tfnhr.charset import BLANK_INDEX
+from tfnhr.data.spacing import FACTOR_LIMITS, MIN_CONTRAST, PAPER_RANK
 from tfnhr.models.ctc_model import CtcModel
 
 SIGNATURES = ("recognize", "scores", "charset", "serving_default")
@@ -68,6 +72,47 @@ def scale_gray(gray: tf.Tensor, height: int | None) -> tf.Tensor:
         return tf.cast(tf.clip_by_value(tf.round(scaled), 0, 255), tf.uint8)
 
     return tf.cond(tf.equal(size[0], height), lambda: gray, resize)
+
+
+def spacing_factor_graph(gray: tf.Tensor, target: float) -> tf.Tensor:
+    """float64 scalar: :func:`tfnhr.data.spacing.spacing_factor` of uint8 ``[H, W]`` gray in
+    TensorFlow ops (the same integer counts, so the same value)."""
+    values = tf.cast(gray, tf.int64)
+    flat = tf.sort(tf.reshape(values, [-1]))
+    rank = tf.cast(tf.floor(PAPER_RANK * tf.cast(tf.size(flat) - 1, tf.float64)), tf.int32)
+    paper, darkest = flat[rank], flat[0]
+
+    def factor():
+        ink = 2 * values < paper + darkest
+        row_ink = tf.reduce_sum(tf.cast(ink, tf.int64), axis=1)
+        core_ink = tf.boolean_mask(ink, 2 * row_ink >= tf.reduce_max(row_ink))
+        starts = (tf.reduce_sum(tf.cast(core_ink[:, :1], tf.float64), axis=1)
+                  + tf.reduce_sum(tf.cast(core_ink[:, 1:] & ~core_ink[:, :-1], tf.float64), axis=1))
+        columns = tf.where(tf.reduce_any(ink, axis=0))[:, 0]
+        extent = tf.cast(columns[-1] - columns[0] + 1, tf.float64)
+        spacing = (extent / tf.maximum(tf.constant(1.0, tf.float64), tf.reduce_mean(starts))
+                   / tf.cast(tf.shape(gray)[0], tf.float64))
+        low, high = FACTOR_LIMITS
+        return tf.clip_by_value(target / spacing, low, high)
+
+    return tf.cond(paper - darkest < MIN_CONTRAST, lambda: tf.constant(1.0, tf.float64), factor)
+
+
+def normalize_spacing_graph(gray: tf.Tensor, target: float) -> tf.Tensor:
+    """:func:`tfnhr.data.spacing.normalize_spacing` of uint8 ``[H, W]`` gray in TensorFlow ops:
+    the width ``max(1, round(W * factor))`` (half to even), area averaging when narrowing, bilinear
+    when widening (TensorFlow's resampling, not OpenCV's: a gray level may differ here and there)."""
+    factor = spacing_factor_graph(gray, target)
+    size = tf.shape(gray, out_type=tf.int64)
+    width = tf.maximum(tf.constant(1, tf.int64), tf.cast(tf.round(tf.cast(size[1], tf.float64) * factor), tf.int64))
+    new_size = tf.cast(tf.stack([size[0], width]), tf.int32)
+    image = tf.cast(gray, tf.float32)[..., None]
+
+    def resize(method):
+        return lambda: tf.cast(tf.clip_by_value(tf.round(tf.image.resize(image, new_size, method=method)[..., 0]),
+                                                0, 255), tf.uint8)
+
+    return tf.case([(tf.equal(factor, 1.0), lambda: gray), (factor < 1.0, resize("area"))], default=resize("bilinear"))
 
 
 def greedy_texts(scores: tf.RaggedTensor, chars: tf.Tensor) -> tf.Tensor:
@@ -111,6 +156,7 @@ class RecognizerExport(tf.Module):
         self._model = _Untracked(model)  # Keras layers hold Python state SavedModel cannot save
         self.model_variables = list(model.variables)  # what the SavedModel saves of the model
         self.height = model.input_height
+        self.spacing = model.stroke_spacing
         self.chars = tf.constant([""] + list(model.charset.chars))
 
     def _scores(self, images: tf.RaggedTensor) -> tf.RaggedTensor:
@@ -125,6 +171,8 @@ class RecognizerExport(tf.Module):
         sizes = tf.TensorArray(tf.int64, size=count, element_shape=[2])
         for index in tf.range(count):
             gray = scale_gray(decode_gray(images[index]), self.height)
+            if self.spacing is not None:
+                gray = normalize_spacing_graph(gray, self.spacing)
             pixels = pixels.write(index, tf.reshape(1.0 - tf.cast(gray, tf.float32) / 255.0, [-1]))
             sizes = sizes.write(index, tf.cast(tf.shape(gray), tf.int64))  # (a cast: no shape-tensor type in the list)
         heights, widths = tf.unstack(sizes.stack(), num=2, axis=1)
@@ -143,7 +191,8 @@ class RecognizerExport(tf.Module):
 
     @tf.function(input_signature=[])
     def charset(self) -> dict[str, tf.Tensor]:
-        return {"charset": self.chars, "input_height": tf.constant(self.height or 0, tf.int32)}
+        return {"charset": self.chars, "input_height": tf.constant(self.height or 0, tf.int32),
+                "stroke_spacing": tf.constant(self.spacing or 0.0, tf.float32)}
 
 
 @contextlib.contextmanager

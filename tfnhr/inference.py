@@ -3,9 +3,10 @@ the model (used by ``tfnhr evaluate``/``recognize``/``serve``/``dump``, the vali
 the main job and notebooks).
 
 Images are uint8 gray ``[H_i, W_i]`` (0 = ink), any size; they are scaled to the model's
-``input_height`` (if it has one) and run in batches of at most ``batch_pixels`` pixels, in order.
-With several ``widths`` or ``shears`` each image is also read in those views (sheared, then
-resized horizontally) and the texts the views agree on are kept (:mod:`tfnhr.width_ensemble`).
+``input_height`` (if it has one), their widths to its ``stroke_spacing`` (if it was trained
+so: :meth:`Transcriber.prepare`), and run in batches of at most ``batch_pixels`` pixels, in
+order. With several ``widths`` or ``shears`` each image is also read in those views (sheared,
+then resized horizontally) and the texts the views agree on are kept (:mod:`tfnhr.width_ensemble`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tfnhr.choices import DEFAULT_BATCH_PIXELS
 from tfnhr.data.batches import pixel_budget_batches
 from tfnhr.data.dataset import ragged_batch
 from tfnhr.data.images import scale_to_height
+from tfnhr.data.spacing import normalize_spacing
 from tfnhr.decoding import Decoder, GreedyDecoder, log_softmax
 from tfnhr.models.ctc_model import CtcModel
 from tfnhr.width_ensemble import View, decode_views, views
@@ -59,16 +61,26 @@ class Transcriber:
         self.model, self.batch_pixels, self.views = model, batch_pixels, views(widths, shears)
         self.decoder = decoder if decoder is not None else GreedyDecoder(model.charset)
 
+    def prepare(self, gray: np.ndarray) -> np.ndarray:
+        """``gray`` as the model was trained to see it, before any view: a model trained on
+        lines of normalized stroke spacing gets the line at its ``input_height`` with the width
+        scaled to that spacing (:func:`~tfnhr.data.spacing.normalize_spacing`); any other model
+        gets ``gray`` itself."""
+        if self.model.stroke_spacing is None:
+            return gray
+        return normalize_spacing(scale_to_height(gray, self.model.input_height), self.model.stroke_spacing)
+
     def batches(self, grays: Sequence[np.ndarray]) -> Iterator[tuple[list[int], tf.RaggedTensor]]:
         """``(indices, images)`` per batch: the images' positions in ``grays`` and the scaled images
-        as ragged ``[B, (H), (W), 1]`` float32 ink, in order."""
+        as ragged ``[B, (H), (W), 1]`` float32 ink, in order. ``grays`` as :meth:`prepare` gives them."""
         scaled = [scale_to_height(gray, self.model.input_height) for gray in grays]
         for batch in pixel_budget_batches([gray.size for gray in scaled], self.batch_pixels, range(len(scaled))):
             images, _ = ragged_batch([scaled[i] for i in batch], [[] for _ in batch])
             yield batch, images
 
     def scores(self, grays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Per-image column scores ``[T_i, K]`` (float32 logits), in order."""
+        """Per-image column scores ``[T_i, K]`` (float32 logits), in order, of ``grays`` as
+        :meth:`prepare` gives them."""
         scores: list[np.ndarray | None] = [None] * len(grays)
         for batch, images in self.batches(grays):
             for index, example_scores in zip(batch, self.model(images, training=False)):
@@ -76,8 +88,9 @@ class Transcriber:
         return scores
 
     def view_scores(self, grays: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
-        """Per view of :attr:`views`, the :meth:`scores` of the images in that view."""
-        return [self.scores([view.image(gray) for gray in grays]) for view in self.views]
+        """Per view of :attr:`views`, the :meth:`scores` of the images (after :meth:`prepare`) in that view."""
+        prepared = [self.prepare(gray) for gray in grays]
+        return [self.scores([view.image(gray) for gray in prepared]) for view in self.views]
 
     def view_score_parts(self, grays: Sequence[np.ndarray]) -> Iterator[list[list[np.ndarray]]]:
         """:meth:`view_scores` of :data:`ENSEMBLE_IMAGES` images at a time, in order, so that the
@@ -112,9 +125,12 @@ class Transcriber:
         sheared view's columns are taken at the line's middle row)."""
         readings = []
         for gray, (text, example_scores, view) in zip(grays, self.agreed(grays)):
-            margin = view.margin(gray.shape[0])
-            alignment = align(example_scores, self.model.charset, gray.shape[1] + 2 * margin)
-            alignment = alignment.shifted(-margin, gray.shape[1]) if margin else alignment
+            prepared = self.prepare(gray)
+            margin = view.margin(prepared.shape[0])
+            alignment = align(example_scores, self.model.charset, prepared.shape[1] + 2 * margin)
+            alignment = alignment.shifted(-margin, prepared.shape[1]) if margin else alignment
+            if prepared is not gray:
+                alignment = alignment.scaled(gray.shape[1] / prepared.shape[1])
             readings.append(Reading(text, confidence(example_scores), alignment if alignment.text == text else None))
         return readings
 

@@ -98,6 +98,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--dropout", type=TRAIN["dropout"].type, default=DROPOUT, help="dropout on MDLSTM outputs")
     parser.add_argument("--batch-pixels", type=int, default=BATCH_PIXELS,
                         help="pixel budget of one batch (of each worker's with --workers; 32-px lines take about 13,000 each)")
+    parser.add_argument("--normalize-spacing", action="store_true",
+                        help="scale each line's width to the training lines' median stroke spacing (not a gain "
+                             "at this budget: docs/performance.md)")
     parser.add_argument("--workers", type=int, default=1,
                         help="training processes: 1 trains in this process on every core, more start "
                              "that many single-threaded Horovod workers")
@@ -121,7 +124,7 @@ def training_options(args: argparse.Namespace, data: Path, epochs: int, time_lim
     return TrainOptions(
         data=data, out=args.out / "model", preset=args.model, block=((2, 2), (2, 2)), height=IMAGE_HEIGHT,
         batch_pixels=args.batch_pixels, epochs=epochs, time_limit=time_limit, seed=args.seed,
-        augment=args.augment, dropout=args.dropout, overwrite=True,
+        augment=args.augment, dropout=args.dropout, normalize_spacing=args.normalize_spacing, overwrite=True,
         validate_every=validation_interval(validate_lines, args.batch_pixels, args.workers))
 
 
@@ -131,7 +134,8 @@ def worker_flags(options: TrainOptions) -> list[str]:
             "--block", *(f"{h}x{w}" for h, w in options.block), "--height", str(options.height),
             "--batch-pixels", str(options.batch_pixels), "--epochs", str(options.epochs),
             "--time-limit", str(options.time_limit), "--seed", str(options.seed), "--augment", options.augment,
-            "--dropout", str(options.dropout), "--validate-every", str(options.validate_every), "--overwrite"]
+            "--dropout", str(options.dropout), "--validate-every", str(options.validate_every),
+            "--normalize-spacing" if options.normalize_spacing else "--no-normalize-spacing", "--overwrite"]
 
 
 def train_with_workers(options: TrainOptions, workers: int) -> dict:

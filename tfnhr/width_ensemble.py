@@ -29,6 +29,7 @@ import cv2
 import numpy as np
 
 from tfnhr.charset import BLANK_INDEX, Charset
+from tfnhr.data.images import scale_width
 from tfnhr.data.samples import ctc_frames_needed
 from tfnhr.decoding import Decoder
 from tfnhr.ranges import SHEAR, WIDTH_FACTOR, Range
@@ -101,15 +102,6 @@ def shear_image(gray: np.ndarray, shear: float) -> np.ndarray:
     to_sheared = np.float32([[1, shear, margin - shear * (height - 1) / 2], [0, 1, 0]])
     return cv2.warpAffine(gray, to_sheared, (width + 2 * margin, height), flags=cv2.INTER_LINEAR,
                           borderMode=cv2.BORDER_CONSTANT, borderValue=int(np.median(gray)))
-
-
-def scale_width(gray: np.ndarray, factor: float) -> np.ndarray:
-    """``gray`` (uint8 ``[H, W]``) resized to ``[H, max(1, round(W * factor))]`` (area averaging
-    when narrowing, bilinear when widening); the image itself when ``factor`` is 1."""
-    if factor == 1.0:
-        return gray
-    width = max(1, round(gray.shape[1] * factor))
-    return cv2.resize(gray, (width, gray.shape[0]), interpolation=cv2.INTER_AREA if factor < 1 else cv2.INTER_LINEAR)
 
 
 def ctc_log_likelihoods(scores_list: Sequence[np.ndarray], texts: Sequence[str], charset: Charset) -> np.ndarray:

@@ -23,7 +23,10 @@ from tests.helpers.environment import VENV_BIN
 from tests.helpers.tiny_models import CHARSET, tiny_recognizer
 from tfnhr.data.images import load_gray, scale_to_height, to_ink
 from tfnhr.decoding import greedy_decode
-from tfnhr.export import confidences, export_recognizer, greedy_texts, scale_gray
+from tests.tfnhr.test_inference import TARGET_SPACING, spacing_recognizer, text_lines
+from tfnhr.data.spacing import normalize_spacing, spacing_factor
+from tfnhr.export import (confidences, export_recognizer, greedy_texts, normalize_spacing_graph, scale_gray,
+                          spacing_factor_graph)
 from tfnhr.inference import Transcriber, confidence
 
 FRESH_PROCESS = textwrap.dedent("""
@@ -166,3 +169,34 @@ def test_in_graph_decoding_equals_numpy_decoders():
     texts = [text.decode() for text in greedy_texts(ragged, tf.constant(chars)).numpy()]
     assert texts == [greedy_decode(example, CHARSET) for example in examples]
     np.testing.assert_allclose(confidences(ragged).numpy(), [confidence(example) for example in examples], rtol=1e-6)
+
+
+def test_in_graph_stroke_spacing_is_the_numpy_estimate():
+    """:func:`spacing_factor_graph` gives :func:`spacing_factor`'s value to the bit (integer counts
+    on both sides); the normalized widths are equal, the gray levels TensorFlow's resampling's."""
+    lines = text_lines()
+    rng = np.random.default_rng(2)
+    lines += [rng.integers(0, 256, (h, w)).astype(np.uint8) for h, w in ((7, 40), (20, 9), (33, 150))]
+    for gray in lines:
+        for target in (0.1, 0.3, 0.6):
+            assert float(spacing_factor_graph(tf.constant(gray), target)) == spacing_factor(gray, target)
+            expected = normalize_spacing(gray, target)
+            normalized = normalize_spacing_graph(tf.constant(gray), target).numpy()
+            assert normalized.shape == expected.shape
+            if expected is gray:
+                np.testing.assert_array_equal(normalized, gray)
+
+
+def test_an_export_of_a_model_trained_on_normalized_spacing_reads_as_the_model_does(tmp_path):
+    model = spacing_recognizer()
+    grays = text_lines()
+    paths = []
+    for number, gray in enumerate(grays):
+        paths.append(tmp_path / f"line{number}.png")
+        Image.fromarray(gray).save(paths[-1])
+    served = tf.saved_model.load(str(export_recognizer(model, tmp_path / "served")))
+    read = served.signatures["recognize"](images=tf.constant([path.read_bytes() for path in paths]))
+    texts, scores = Transcriber(model).texts_and_scores(grays)
+    assert [text.decode() for text in read["text"].numpy()] == texts
+    np.testing.assert_allclose(read["confidence"].numpy(), [confidence(s) for s in scores], atol=0.02)
+    assert float(served.signatures["charset"]()["stroke_spacing"]) == pytest.approx(TARGET_SPACING)

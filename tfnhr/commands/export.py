@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     model = load_recognizer(args.model)
     written = export_recognizer(model, args.out, int(target.name))
     print(json.dumps({"export": str(written), "signatures": list(SIGNATURES), "decoder": args.decoder,
-                      "input_height": model.input_height, "classes": model.charset.num_classes,
+                      "input_height": model.input_height, "stroke_spacing": model.stroke_spacing,
+                      "classes": model.charset.num_classes,
                       "seconds": round(time.monotonic() - started, 1)}, indent=1))
     return 0

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tfnhr.choices import (AUGMENT_LEVELS, CELLS, DEFAULT_MODEL_PRESET, HALVE_ON, MODEL_PRESETS, OPTIMIZERS,
-                           shipped_configs)
+                           describe_presets, shipped_configs)
 from tfnhr.commands.common import USER_ERRORS, add_data_arguments, reports_errors, size_pair
 from tfnhr.ranges import COUNT, TRAIN, each
 
@@ -32,7 +32,8 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
                "epochs": "epochs", "lr": "learning_rate", "optimizer": "optimizer", "clipnorm": "clipnorm",
                "halve_on": "halve_on", "halve_start": "halve_start", "halve_patience": "halve_patience",
                "halve_margin": "halve_margin", "seed": "seed", "augment": "augment",
-               "validate_every": "validate_every", "anneal": "anneal", "sort_window": "sort_window", "ema": "ema"}
+               "validate_every": "validate_every", "anneal": "anneal", "sort_window": "sort_window", "ema": "ema",
+               "normalize_spacing": "normalize_spacing"}
 """Options whose flags are only set when given (so a config file can supply them) -> the
 :class:`~tfnhr.training.TrainOptions` field."""
 
@@ -41,7 +42,8 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
 HELP_DEFAULTS = {"out": Path("runs/recognizer"), "preset": DEFAULT_MODEL_PRESET, "dropout": 0.25,
                  "cell": "leaky_lp", "batch_pixels": None, "epochs": 80, "learning_rate": 0.005, "optimizer": "adam",
                  "clipnorm": 10.0, "seed": 0, "halve_start": 0.5, "halve_patience": 2, "halve_margin": 1.0,
-                 "augment": "default", "anneal": 0.5, "sort_window": 1, "ema": 0.99}
+                 "augment": "default", "anneal": 0.5, "sort_window": 1, "ema": 0.99,
+                 "normalize_spacing": False}
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,8 +59,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                              f"config ({', '.join(shipped_configs())}); flags given here override its "
                              "training parameters")
     parser.add_argument("--preset", choices=MODEL_PRESETS, default=unset,
-                        help="model size, MDLSTM units / block-conv filters: small = (2, 10, 50) / (6, 20), "
-                             "small-wide = (4, 10, 50) / (12, 20), large = (4, 20, 100) / (12, 40) "
+                        help=f"model size, MDLSTM units / block-conv filters: {describe_presets()} "
                              f"(default {defaults.preset})")
     parser.add_argument("--units", type=each(COUNT), default=unset, help="MDLSTM units per level (overrides --preset)")
     parser.add_argument("--filters", type=each(COUNT), default=unset, help="block-conv filters (overrides --preset)")
@@ -104,6 +105,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="validate, checkpoint and keep a moving average of the weights over the updates "
                              "(0.99: about the last 100); 'none': the last update's weights "
                              f"(default {defaults.ema})")
+    parser.add_argument("--normalize-spacing", action=argparse.BooleanOptionalAction, default=unset,
+                        help="scale every line's width so that its vertical strokes lie the training lines' median "
+                             "distance apart, in training and when the model reads (docs/recognizer.md) "
+                             f"(default {'on' if defaults.normalize_spacing else 'off'})")
     parser.add_argument("--validate-every", type=TRAIN["validate_every"].type, default=unset, metavar="UPDATES",
                         help="validate (log, checkpoint, maybe halve) every N updates instead of every epoch")
     parser.add_argument("--seed", type=TRAIN["seed"].type, default=unset, help=f"weights and shuffling seed (default {defaults.seed})")

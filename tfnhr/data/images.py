@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import cv2
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
@@ -55,6 +56,15 @@ def scale_to_height(gray: np.ndarray, height: int | None) -> np.ndarray:
         return gray
     width = max(1, round(gray.shape[1] * height / gray.shape[0]))
     return np.asarray(Image.fromarray(gray).resize((width, height), Image.BILINEAR))
+
+
+def scale_width(gray: np.ndarray, factor: float) -> np.ndarray:
+    """``gray`` (uint8 ``[H, W]``) resized to ``[H, max(1, round(W * factor))]`` (area averaging
+    when narrowing, bilinear when widening); the image itself when ``factor`` is 1."""
+    if factor == 1.0:
+        return gray
+    width = max(1, round(gray.shape[1] * factor))
+    return cv2.resize(gray, (width, gray.shape[0]), interpolation=cv2.INTER_AREA if factor < 1 else cv2.INTER_LINEAR)
 
 
 def to_ink(gray: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ class ConfigNetwork(CtcModel):
     Args:
       network: layer names -> ``{"class": ..., "from": [...], ...params}``; see
         :mod:`tfnhr.network.classes` for the classes and :mod:`tfnhr.network.plan` for the rules.
-      charset, input_height: see :class:`~tfnhr.models.ctc_model.CtcModel`.
+      charset, input_height, stroke_spacing: see :class:`~tfnhr.models.ctc_model.CtcModel`.
 
     Raises :class:`~tfnhr.network.plan.NetworkConfigError` naming the layer for a description
     that cannot be built. Layers that feed no loss are left out with a warning.

@@ -33,13 +33,21 @@ class CtcModel(keras.Model):
       input_height: the height (px) images were scaled to in training, or ``None`` (kept their
         size). Not applied by ``call``; the data pipeline, ``tfnhr evaluate``/``recognize``/
         ``serve`` scale images to it, so a saved model carries its preprocessing.
+      stroke_spacing: the distance between vertical strokes (a fraction of the height) that
+        training brought every line to (:func:`tfnhr.data.spacing.normalize_spacing`), or ``None``
+        (widths kept). Like ``input_height`` not applied by ``call``: reading
+        (:class:`tfnhr.inference.Transcriber`, the export) scales each line's width to it.
     """
 
-    def __init__(self, charset: Charset | dict, input_height: int | None = None, **kwargs) -> None:
+    def __init__(self, charset: Charset | dict, input_height: int | None = None,
+                 stroke_spacing: float | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         if input_height is not None and input_height < 1:
             raise ValueError(f"input_height must be positive or None, got {input_height!r}")
+        if stroke_spacing is not None and not stroke_spacing > 0:
+            raise ValueError(f"stroke_spacing must be positive or None, got {stroke_spacing!r}")
         self.input_height = input_height
+        self.stroke_spacing = None if stroke_spacing is None else float(stroke_spacing)
         self.charset = charset if isinstance(charset, Charset) else Charset.from_config(charset)
         self.loss_tracker = keras.metrics.Mean(name="loss")
 
@@ -128,7 +136,8 @@ class CtcModel(keras.Model):
         return [self.loss_tracker]
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "charset": self.charset.to_config(), "input_height": self.input_height}
+        return {**super().get_config(), "charset": self.charset.to_config(), "input_height": self.input_height,
+                "stroke_spacing": self.stroke_spacing}
 
     @classmethod
     def from_config(cls, config: dict) -> "CtcModel":

@@ -19,14 +19,11 @@ import keras
 import tensorflow as tf
 
 from tfnhr.charset import Charset
+from tfnhr.choices import MODEL_PRESET_SIZES
 from tfnhr.models.ctc_model import CtcModel
 from tfnhr.layers import BlockConv2D, DirectionSharedDense, MDLSTM2D
 
-PRESETS: dict[str, dict] = {
-    "small": {"mdlstm_units": (2, 10, 50), "conv_filters": (6, 20)},
-    "small-wide": {"mdlstm_units": (4, 10, 50), "conv_filters": (12, 20)},
-    "large": {"mdlstm_units": (4, 20, 100), "conv_filters": (12, 40)},
-}
+PRESETS: dict[str, dict] = MODEL_PRESET_SIZES
 """Model sizes, MDLSTM units per level and block-conv filters: ``small`` and ``large`` are the two
 of Wenniger et al. 2019 (§VII); ``small-wide`` is ``small`` with its first MDLSTM level and first
 block convolution twice as wide (4 units, 12 filters; 199,009 parameters against 196,379 with
@@ -40,7 +37,7 @@ class Recognizer(CtcModel):
     """The MDLSTM recognizer; build it with :func:`build_recognizer`.
 
     Args:
-      charset, input_height: see :class:`~tfnhr.models.ctc_model.CtcModel`.
+      charset, input_height, stroke_spacing: see :class:`~tfnhr.models.ctc_model.CtcModel`.
       mdlstm_units: hidden units per direction of the three MDLSTM levels.
       conv_filters: filters of the two block convolutions (tanh).
       block: ``(bh, bw)`` kernel = stride of both block convolutions (pixels), or two such pairs.

@@ -22,6 +22,7 @@ defaults are one process; ``horovod_jobs.train`` passes hooks that train on seve
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -42,6 +43,7 @@ from tfnhr.data.batches import auto_batch_pixels
 from tfnhr.data.dataset import Augment, make_dataset
 from tfnhr.data.samples import TextImageSet, ctc_min_widths, drop_infeasible
 from tfnhr.data.sources import load_data_subset
+from tfnhr.data.spacing import median_spacing, normalize_spacing
 from tfnhr.metrics import reference_sizes
 from tfnhr.models.config_network import build_config_network
 from tfnhr.models.ctc_model import CtcModel
@@ -119,6 +121,17 @@ class TrainingHooks:
         return len(os.sched_getaffinity(0))
 
 
+@contextlib.contextmanager
+def data_warnings(hooks: TrainingHooks):
+    """Warnings about the data (files skipped, examples dropped) as usual in the process that
+    writes the run, silenced in the others: every Horovod worker loads the same set, and one
+    report per job is enough."""
+    with warnings.catch_warnings():
+        if not hooks.writes:
+            warnings.simplefilter("ignore")
+        yield
+
+
 def use_threads(options: TrainOptions, hooks: TrainingHooks) -> None:
     """Size TensorFlow's thread pools to ``options.threads`` (``None``: ``hooks.threads()``; 0:
     leave TensorFlow's default) unless TensorFlow already runs, whose pools are then fixed."""
@@ -141,8 +154,9 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     if hooks.writes:
         out.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(options.seed)
-    train_set = load_subset(options, "train", options.max_train)
-    val_set = load_subset(options, "val", options.max_val)
+    with data_warnings(hooks):
+        train_set = load_subset(options, "train", options.max_train)
+        val_set = load_subset(options, "val", options.max_val)
 
     state = _resume_state(out) if options.resume else None
     if state is not None:
@@ -162,13 +176,19 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
             # batches of changing sizes cannot take (the MDLSTM scan and the planner use XLA themselves)
             model.compile(optimizer=make_optimizer(options.optimizer, options.learning_rate, options.clipnorm),
                           jit_compile=False)
+        if options.normalize_spacing:  # validation reads through the model's own preprocessing
+            model.stroke_spacing = median_spacing(train_set.images)
         best_weights = None
+    if model.stroke_spacing is not None:
+        train_set = dataclasses.replace(
+            train_set, images=[normalize_spacing(gray, model.stroke_spacing) for gray in train_set.images])
     hooks.prepare_model(model)
     if hooks.writes:
         charset.save(out / "charset.json")
 
     loaded_examples = len(train_set)
-    train_set = drop_infeasible(train_set, charset, model.width_reduction)
+    with data_warnings(hooks):
+        train_set = drop_infeasible(train_set, charset, model.width_reduction)
     if options.batch_pixels is None:
         options = dataclasses.replace(options, batch_pixels=auto_batch_pixels(train_set.pixels()))
     initial_epoch = state["epoch"] if state else 0
@@ -197,7 +217,8 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         every = f"every {options.validate_every} updates" if options.validate_every else "every epoch"
         print(f"training {options.network_source or options.preset} recognizer ({model.count_params():,} parameters, "
               f"{len(charset)} characters) on {len(train_set)} {example_noun(options.kind)} (augmentation: {options.augment}, "
-              f"weight average: {'none' if options.ema is None else options.ema}), "
+              f"weight average: {'none' if options.ema is None else options.ema}, stroke spacing: "
+              f"{'as written' if model.stroke_spacing is None else f'{model.stroke_spacing:.3f} of the height'}), "
               f"batches of up to {options.batch_pixels:,} pixels, validating on {len(val_set)} {every}; "
               f"{fit_rounds['what']} {initial_epoch + 1}..{fit_rounds['epochs']}",
               flush=True)
@@ -219,6 +240,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         "train_examples": len(train_set),
         "train_dropped_too_narrow": loaded_examples - len(train_set),
         "val_examples": len(val_set),
+        "stroke_spacing": model.stroke_spacing,
         "batch_pixels": options.batch_pixels,
         "parameters": model.count_params(),
         "seconds": round(time.monotonic() - started, 1),

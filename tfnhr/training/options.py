@@ -16,7 +16,7 @@ CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gr
                  "seed": "seed", "augment": "augment", "validate_every": "validate_every",
                  "halve_start": "halve_start", "halve_patience": "halve_patience", "halve_margin": "halve_margin",
                  "anneal": "anneal",
-                 "sort_window": "sort_window", "ema": "ema"}
+                 "sort_window": "sort_window", "ema": "ema", "normalize_spacing": "normalize_spacing"}
 """Training keys of a config file -> the :class:`TrainOptions` field they set."""
 
 MODEL_FIELDS = ("preset", "mdlstm_units", "conv_filters", "block", "dropout", "cell")
@@ -52,7 +52,10 @@ class TrainOptions:
     windows of this many batches (:func:`~tfnhr.data.batches.similar_width_batches`); ``1``:
     random batches. ``ema``: validate, checkpoint and keep an exponential moving average of the
     weights over the updates with this momentum (:class:`~tfnhr.training.averaging.WeightAveraging`);
-    ``None``: the last update's weights. ``threads``: TensorFlow's intra- and inter-op threads for this process, set
+    ``None``: the last update's weights. ``normalize_spacing``: scale every training line's width so
+    that its vertical strokes lie the training lines' median distance apart
+    (:mod:`tfnhr.data.spacing`); the model keeps that distance as its ``stroke_spacing`` and
+    reading applies it (a resumed run keeps its model's). ``threads``: TensorFlow's intra- and inter-op threads for this process, set
     when training starts if TensorFlow has not run an op yet (else its pools stay as they are);
     ``None`` (the default): this process's share of the cores it may use (all of them for one
     process, ``cores // local workers`` for a Horovod worker: :meth:`TrainingHooks.threads
@@ -93,6 +96,7 @@ class TrainOptions:
     anneal: float | None = 0.5
     sort_window: int = 1
     ema: float | None = 0.99
+    normalize_spacing: bool = False
     threads: int | None = None
     mixed_precision: bool = False
     seed: int = 0

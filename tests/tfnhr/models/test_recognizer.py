@@ -15,6 +15,7 @@ import tensorflow as tf
 from tests.helpers.ragged import ragged_stack
 from tests.helpers.tiny_models import CHARSET, TINY, tiny_recognizer
 from tfnhr.choices import DEFAULT_MODEL_PRESET, MODEL_PRESETS
+from tfnhr.cli import main as tfnhr_main
 from tfnhr.models import PRESETS, Recognizer, build_recognizer
 from tfnhr.layers import DirectionSharedDense
 
@@ -154,8 +155,14 @@ def test_small_wide_is_small_with_its_first_level_twice_as_wide():
                                                      CHARSET.num_classes)
 
 
-def test_the_offered_presets_are_the_built_ones_and_the_default_is_one_of_them():
+def test_the_offered_presets_are_the_built_ones_and_the_help_gives_their_sizes(capsys):
     assert set(MODEL_PRESETS) == set(PRESETS) and DEFAULT_MODEL_PRESET in PRESETS
+    with pytest.raises(SystemExit):
+        tfnhr_main(["train", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for name in MODEL_PRESETS:
+        model = build_recognizer(CHARSET, preset=name)
+        assert f"{name} = {model.mdlstm_units} / {model.conv_filters}" in help_text
 
 
 def test_tiny_variable_shapes_follow_config(tiny):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -14,9 +15,14 @@ import tensorflow as tf
 
 from tests.helpers.digit_sets import digit_set
 from tfnhr.charset import Charset
+from tfnhr.data import digit_strings
 from tfnhr.data.dataset import batched_dataset
+from tfnhr.data.hdf5 import TextImageWriter
 from tfnhr.data.samples import TextImageSet
-from tfnhr.training import TrainOptions, train
+from tfnhr.data.sources import load_data_subset
+from tfnhr.data.spacing import median_spacing
+from tfnhr.models import load_recognizer
+from tfnhr.training import TrainingHooks, TrainOptions, train
 from tfnhr.training.loop import BLANK_PHASE_CER, _rounds, blank_phase_collapse
 
 
@@ -77,3 +83,60 @@ def test_epochs_run_from_one_repeated_pipeline(tmp_path):
     assert planned[:2] == [3, 4]
     unknown = dataset.apply(tf.data.experimental.assert_cardinality(tf.data.UNKNOWN_CARDINALITY))
     assert _rounds(unknown, TrainOptions(data=tmp_path, out=tmp_path, epochs=2), 0)["steps"] is None
+
+
+class _NotWriting(TrainingHooks):
+    """A Horovod worker other than rank 0, as :func:`train` sees it."""
+
+    writes = False
+
+
+def _tiny_digit_lines(path):
+    """24 digit-string lines (each in the training and the validation set) and one training line
+    far too narrow for its 8 digits."""
+    data = digit_strings.generate(24, seed=0, max_digits=3)
+    with TextImageWriter(path, source="digit strings") as writer:
+        for index, (image, text) in enumerate(zip(data.images, data.texts)):
+            for subset in ("train", "val"):
+                writer.add(subset, f"{subset}-{index}", text, np.round(255 * (1 - image[..., 0])).astype(np.uint8))
+        writer.add("train", "narrow", "12345678", np.zeros((5, 4), np.uint8))  # 8 digits in 1 output column
+        writer.close()
+    return path
+
+
+def _tiny_options(data, out, **options):
+    return TrainOptions(**{"data": data, "out": out, "mdlstm_units": (2, 4, 4), "conv_filters": (4, 4),
+                           "block": ((2, 2), (2, 2)), "height": 8, "batch_pixels": 4000, "epochs": 1,
+                           "augment": "none", "verbose": 0, **options})
+
+
+@pytest.mark.slow
+def test_data_warnings_come_once_per_job_from_the_process_that_writes(tmp_path):
+    """Every Horovod worker loads the same set; each counts the examples dropped as too narrow
+    for their text, but only the process that writes the run warns about them."""
+    data = _tiny_digit_lines(tmp_path / "digits.h5")
+    summaries, caught = [], []
+    for name, hooks in (("writer", TrainingHooks()), ("reader", _NotWriting())):
+        with warnings.catch_warnings(record=True) as messages:
+            warnings.simplefilter("always")
+            summaries.append(train(_tiny_options(data, tmp_path / name), hooks))
+        caught.append([str(m.message) for m in messages if "too narrow" in str(m.message)])
+    assert [s["train_dropped_too_narrow"] for s in summaries] == [1, 1]
+    assert [s["train_examples"] for s in summaries] == [24, 24]
+    assert len(caught[0]) == 1 and "['narrow']" in caught[0][0]
+    assert caught[1] == []
+    assert not (tmp_path / "reader").exists() or not list((tmp_path / "reader").iterdir())
+
+
+@pytest.mark.slow
+def test_the_normalized_stroke_spacing_is_the_training_lines_median_and_stays_with_the_model(tmp_path):
+    data = _tiny_digit_lines(tmp_path / "digits.h5")
+    assert train(_tiny_options(data, tmp_path / "plain"))["stroke_spacing"] is None  # off by default
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the narrow line
+        summary = train(_tiny_options(data, tmp_path / "run", normalize_spacing=True))
+        resumed = train(_tiny_options(data, tmp_path / "run", epochs=2, resume=True))
+    lines = load_data_subset(data, "train", height=8)
+    assert summary["stroke_spacing"] == pytest.approx(median_spacing(lines.images))
+    assert load_recognizer(tmp_path / "run" / "best.keras").stroke_spacing == summary["stroke_spacing"]
+    assert resumed["stroke_spacing"] == summary["stroke_spacing"]  # a resumed run keeps its model's
