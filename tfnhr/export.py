@@ -2,17 +2,18 @@
 ``LoadSavedModel``, or ``tf.saved_model.load`` in a process that has only TensorFlow.
 
 Everything a reading needs is in the graph: image decoding (PNG, JPEG, GIF, BMP), conversion to
-gray, scaling to the model's input height (and its stroke spacing, for a model trained so), packing (the graph planner,
-:mod:`tfnhr.ops.graph_planner`, in plain TensorFlow ops: TF Serving refuses XLA on CPU by default),
-the network, greedy CTC decoding and the confidence. Signatures:
+gray, scaling to the model's input height (and to its stroke spacing, for a model trained so),
+packing (the graph planner, :mod:`tfnhr.ops.graph_planner`, in plain TensorFlow ops: TF Serving
+refuses XLA on CPU by default), the network, greedy CTC decoding and the confidence. Signatures:
 
 ``recognize(images: string [B])`` -> ``text: string [B]``, ``confidence: float32 [B]``
     Encoded image files. Gray levels as :func:`tfnhr.data.images.load_gray` gives them for 8-bit
     images (Pillow's ITU-R 601-2 luma for colour, the alpha channel ignored), scaled as
     :func:`tfnhr.data.images.scale_to_height` (bilinear, antialiased; TensorFlow's resampling,
     not Pillow's, so a scaled image may differ by a gray level here and there), for a model
-    trained on normalized stroke spacing scaled in width as :func:`tfnhr.data.spacing.normalize_spacing`
-    (:func:`normalize_spacing_graph`), then ``1 - gray / 255`` as in training. ``text`` is the best path (greedy decoding), ``confidence``
+    trained on normalized stroke spacing scaled in width as
+    :func:`tfnhr.data.spacing.normalize_spacing` does (:func:`normalize_spacing_graph`), then
+    ``1 - gray / 255`` as in training. ``text`` is the best path (greedy decoding), ``confidence``
     :func:`tfnhr.inference.confidence`. Also the ``serving_default`` signature.
 ``scores(images: float32 [B, H, W], heights: int32 [B], widths: int32 [B])`` -> ``scores: float32 [B, T, K]``, ``lengths: int32 [B]``
     The ragged batch of already scaled ink images (``1 - gray / 255``, example ``i`` in the top-left

@@ -131,9 +131,9 @@ def test_data_warnings_come_once_per_job_from_the_process_that_writes(tmp_path):
 @pytest.mark.slow
 def test_the_normalized_stroke_spacing_is_the_training_lines_median_and_stays_with_the_model(tmp_path):
     data = _tiny_digit_lines(tmp_path / "digits.h5")
-    assert train(_tiny_options(data, tmp_path / "plain"))["stroke_spacing"] is None  # off by default
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the narrow line
+        assert train(_tiny_options(data, tmp_path / "plain"))["stroke_spacing"] is None  # off by default
         summary = train(_tiny_options(data, tmp_path / "run", normalize_spacing=True))
         resumed = train(_tiny_options(data, tmp_path / "run", epochs=2, resume=True))
     lines = load_data_subset(data, "train", height=8)
