@@ -23,7 +23,7 @@ from tfnhr.console import quiet_libraries
 def run_info(args: argparse.Namespace) -> int:
     """Print the stack: Python, TensorFlow, Keras, Horovod, cores and GPUs, from package metadata
     and files (fast: nothing heavy is imported); with ``--devices`` also TensorFlow's devices and
-    ``horovodrun --check-build`` (seconds: they start TensorFlow)."""
+    what Horovod was built with (:func:`tfnhr.horovod_build.check_build`; seconds: they start TensorFlow)."""
     import tfnhr
     from tfnhr import horovod_build, stack
 
