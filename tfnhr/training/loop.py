@@ -121,6 +121,16 @@ class TrainingHooks:
         return len(os.sched_getaffinity(0))
 
 
+def model_name(options: TrainOptions) -> str:
+    """What the run trains, for its messages: the config file, or the preset with the sizes that
+    override it (``"small-wide, units (4, 16, 50)"``)."""
+    if options.network_source:
+        return options.network_source
+    sizes = [f"{what} {tuple(value)}" for what, value in (("units", options.mdlstm_units),
+                                                          ("filters", options.conv_filters)) if value]
+    return ", ".join([options.preset, *sizes])
+
+
 @contextlib.contextmanager
 def data_warnings(hooks: TrainingHooks):
     """Warnings about the data (files skipped, examples dropped) as usual in the process that
@@ -215,7 +225,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
                                  *(writers if hooks.writes else []), time_limit])
     if options.verbose:
         every = f"every {options.validate_every} updates" if options.validate_every else "every epoch"
-        print(f"training {options.network_source or options.preset} recognizer ({model.count_params():,} parameters, "
+        print(f"training {model_name(options)} recognizer ({model.count_params():,} parameters, "
               f"{len(charset)} characters) on {len(train_set)} {example_noun(options.kind)} (augmentation: {options.augment}, "
               f"weight average: {'none' if options.ema is None else options.ema}, stroke spacing: "
               f"{'as written' if model.stroke_spacing is None else f'{model.stroke_spacing:.3f} of the height'}), "
@@ -248,7 +258,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     }
     if hooks.writes:
         (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-        plot_curves(out / "log.csv", out / "curves.png", title=f"{options.network_source or options.preset} recognizer")
+        plot_curves(out / "log.csv", out / "curves.png", title=f"{model_name(options)} recognizer")
     if options.verbose:
         print_table(summary)
     if collapse is not None and hooks.writes:  # one warning per job, not one per Horovod worker

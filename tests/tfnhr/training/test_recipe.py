@@ -23,7 +23,7 @@ from tfnhr.data.sources import load_data_subset
 from tfnhr.data.spacing import median_spacing
 from tfnhr.models import load_recognizer
 from tfnhr.training import TrainingHooks, TrainOptions, train
-from tfnhr.training.loop import BLANK_PHASE_CER, _rounds, blank_phase_collapse
+from tfnhr.training.loop import BLANK_PHASE_CER, _rounds, blank_phase_collapse, model_name
 
 
 def test_blank_phase_collapse_needs_a_stuck_cer_and_a_falling_loss():
@@ -140,3 +140,11 @@ def test_the_normalized_stroke_spacing_is_the_training_lines_median_and_stays_wi
     assert summary["stroke_spacing"] == pytest.approx(median_spacing(lines.images))
     assert load_recognizer(tmp_path / "run" / "best.keras").stroke_spacing == summary["stroke_spacing"]
     assert resumed["stroke_spacing"] == summary["stroke_spacing"]  # a resumed run keeps its model's
+
+
+def test_the_run_names_the_sizes_that_override_its_preset(tmp_path):
+    assert model_name(TrainOptions(data=tmp_path)) == "small-wide"
+    assert model_name(TrainOptions(data=tmp_path, preset="large", mdlstm_units=(4, 16, 50))) == "large, units (4, 16, 50)"
+    assert (model_name(TrainOptions(data=tmp_path, mdlstm_units=(2, 4, 4), conv_filters=(4, 4)))
+            == "small-wide, units (2, 4, 4), filters (4, 4)")
+    assert model_name(TrainOptions(data=tmp_path, network={}, network_source="tiny.yaml")) == "tiny.yaml"
