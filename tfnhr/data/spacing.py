@@ -70,12 +70,15 @@ def spacing_factor(gray: np.ndarray, target: float) -> float:
     return float(min(high, max(low, target / spacing)))
 
 
-def normalize_spacing(gray: np.ndarray, target: float | None) -> np.ndarray:
+def normalize_spacing(gray: np.ndarray, target: float | None, min_width: int = 1) -> np.ndarray:
     """uint8 ``[H, W]`` gray with its width scaled by :func:`spacing_factor` (area averaging when
-    narrowing, bilinear when widening); ``gray`` itself when ``target`` is ``None``."""
+    narrowing, bilinear when widening), but never narrowed below ``min_width`` px (a training
+    line's CTC floor, :func:`tfnhr.data.samples.ctc_min_widths`, so that it stays alignable);
+    ``gray`` itself when ``target`` is ``None``."""
     if target is None:
         return gray
-    return scale_width(gray, spacing_factor(gray, target))
+    factor = spacing_factor(gray, target)
+    return scale_width(gray, max(factor, min(1.0, min_width / gray.shape[1])))
 
 
 def median_spacing(grays: Iterable[np.ndarray]) -> float:

@@ -189,9 +189,10 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         if options.normalize_spacing:  # validation reads through the model's own preprocessing
             model.stroke_spacing = median_spacing(train_set.images)
         best_weights = None
-    if model.stroke_spacing is not None:
-        train_set = dataclasses.replace(
-            train_set, images=[normalize_spacing(gray, model.stroke_spacing) for gray in train_set.images])
+    if model.stroke_spacing is not None:  # never narrower than the line's CTC floor
+        floors = ctc_min_widths(train_set, charset, model.width_reduction)
+        train_set = dataclasses.replace(train_set, images=[
+            normalize_spacing(gray, model.stroke_spacing, floor) for gray, floor in zip(train_set.images, floors)])
     hooks.prepare_model(model)
     if hooks.writes:
         charset.save(out / "charset.json")

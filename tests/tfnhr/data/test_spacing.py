@@ -94,3 +94,11 @@ def test_the_target_is_the_median_of_the_lines_with_ink():
 def test_a_bad_image_is_refused():
     with pytest.raises(ValueError, match="non-empty"):
         stroke_spacing(np.zeros((0, 5), np.uint8))
+
+
+def test_a_line_is_never_narrowed_below_its_floor():
+    gray = bars(16, 4, 12)  # 0.59 of the height: a target of 0.3 halves it
+    assert normalize_spacing(gray, 0.3).shape[1] == round(gray.shape[1] * spacing_factor(gray, 0.3))
+    assert normalize_spacing(gray, 0.3, min_width=40).shape == (16, 40)
+    assert normalize_spacing(gray, 0.3, min_width=2 * gray.shape[1]).shape == gray.shape  # never widened for it
+    assert normalize_spacing(gray, 1.0, min_width=40).shape[1] == round(gray.shape[1] * spacing_factor(gray, 1.0))
