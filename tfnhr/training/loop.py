@@ -31,6 +31,7 @@ import shutil
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import keras
@@ -132,7 +133,7 @@ def model_name(options: TrainOptions) -> str:
 
 
 @contextlib.contextmanager
-def data_warnings(hooks: TrainingHooks):
+def data_warnings(hooks: TrainingHooks) -> Iterator[None]:
     """Warnings about the data (files skipped, examples dropped) as usual in the process that
     writes the run, silenced in the others: every Horovod worker loads the same set, and one
     report per job is enough."""
