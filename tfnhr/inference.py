@@ -89,28 +89,40 @@ class Transcriber:
 
     def view_scores(self, grays: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
         """Per view of :attr:`views`, the :meth:`scores` of the images (after :meth:`prepare`) in that view."""
-        prepared = [self.prepare(gray) for gray in grays]
+        return self._view_scores_of_prepared([self.prepare(gray) for gray in grays])
+
+    def _view_scores_of_prepared(self, prepared: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
+        """:meth:`view_scores` of images :meth:`prepare` gave."""
         return [self.scores([view.image(gray) for gray in prepared]) for view in self.views]
+
+    def _prepared_parts(self, grays: Sequence[np.ndarray]
+                        ) -> Iterator[tuple[list[np.ndarray], list[list[np.ndarray]]]]:
+        """Per :data:`ENSEMBLE_IMAGES` images, in order: those images after :meth:`prepare` and
+        their :meth:`view_scores`."""
+        for start in range(0, len(grays), ENSEMBLE_IMAGES):
+            prepared = [self.prepare(gray) for gray in grays[start:start + ENSEMBLE_IMAGES]]
+            yield prepared, self._view_scores_of_prepared(prepared)
 
     def view_score_parts(self, grays: Sequence[np.ndarray]) -> Iterator[list[list[np.ndarray]]]:
         """:meth:`view_scores` of :data:`ENSEMBLE_IMAGES` images at a time, in order, so that the
         views' scores of only that many are held at once."""
-        for start in range(0, len(grays), ENSEMBLE_IMAGES):
-            yield self.view_scores(grays[start:start + ENSEMBLE_IMAGES])
+        for _, view_scores in self._prepared_parts(grays):
+            yield view_scores
 
-    def agreed(self, grays: Sequence[np.ndarray]) -> Iterator[tuple[str, np.ndarray, View]]:
+    def agreed(self, grays: Sequence[np.ndarray]) -> Iterator[tuple[str, np.ndarray, View, np.ndarray]]:
         """Per image, in order: its decoded text (the views' agreed text with several
-        :attr:`views`), the column scores it was read from and the view of those scores."""
-        for view_scores in self.view_score_parts(grays):
+        :attr:`views`), the column scores it was read from, the view of those scores and the image
+        as :meth:`prepare` gave it (the one the views were made of)."""
+        for prepared, view_scores in self._prepared_parts(grays):
             texts, readers = decode_views(self.decoder, view_scores, self.model.charset)
             for i, (text, reader) in enumerate(zip(texts, readers)):
-                yield text, view_scores[reader][i], self.views[reader]
+                yield text, view_scores[reader][i], self.views[reader], prepared[i]
 
     def texts_and_scores(self, grays: Sequence[np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
         """Per image, in order: its decoded text and the column scores it was read from (:meth:`agreed`)."""
         texts: list[str] = []
         scores: list[np.ndarray] = []
-        for text, example_scores, _ in self.agreed(grays):
+        for text, example_scores, _, _ in self.agreed(grays):
             texts.append(text)
             scores.append(example_scores)
         return texts, scores
@@ -124,8 +136,7 @@ class Transcriber:
         as given (before scaling to the model's height or a view's shear and width factor; a
         sheared view's columns are taken at the line's middle row)."""
         readings = []
-        for gray, (text, example_scores, view) in zip(grays, self.agreed(grays)):
-            prepared = self.prepare(gray)
+        for gray, (text, example_scores, view, prepared) in zip(grays, self.agreed(grays)):
             margin = view.margin(prepared.shape[0])
             alignment = align(example_scores, self.model.charset, prepared.shape[1] + 2 * margin)
             alignment = alignment.shifted(-margin, prepared.shape[1]) if margin else alignment
