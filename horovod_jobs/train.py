@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tfnhr.choices import SYNC_MODES
+from tfnhr.commands.common import DefaultsHelpFormatter
 from tfnhr.console import quiet_libraries
 
 if TYPE_CHECKING:  # at run time imported late: they load TensorFlow
@@ -87,7 +88,7 @@ def build_parser(task: str | None) -> argparse.ArgumentParser:
                                             "on every worker of a Horovod job, or in one plain process.",
                           epilog="Launch: horovodrun -np 2 -H localhost:2 --gloo python train.py --task nhr "
                                  "--data DIR ... (see docs/horovod.md)",
-                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                          formatter_class=DefaultsHelpFormatter)
     add_distributed_arguments(parser)
     if task == "nhr":
         from tfnhr.commands.train import add_train_arguments

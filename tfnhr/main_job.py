@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tfnhr.choices import AUGMENT_LEVELS, DEFAULT_MODEL_PRESET, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MODEL_PRESETS
+from tfnhr.commands.common import DefaultsHelpFormatter
 from tfnhr.console import quiet_libraries
 from tfnhr.data import synthetic
 from tfnhr.data.samples import TextImageSet
@@ -81,17 +82,25 @@ IMAGE_HEIGHT = 32
 columns per character with the two 2x2 block convolutions."""
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="quick")
-    parser.add_argument("--out", type=Path, default=Path("runs/main"))
+def _preset_values(key: str) -> str:
+    """``"full 60, quick 14"``: what each preset sets ``key`` to."""
+    return ", ".join(f"{name} {preset[key]:g}" for name, preset in sorted(PRESETS.items()))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The main job's options."""
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()),
+                                     formatter_class=DefaultsHelpFormatter)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="quick",
+                        help="data sizes and training time (quick: about 20 min in all on 2 cores; full: an hour)")
+    parser.add_argument("--out", type=Path, default=Path("runs/main"),
+                        help="folder for synth/, lm.arpa, model/, main.json and samples.png")
     parser.add_argument("--time-limit", type=float, default=None,
-                        help="training minutes (default: the preset's)")
+                        help=f"training minutes (default: the preset's, {_preset_values('time_limit')})")
     for subset in ("train", "val", "test"):
         parser.add_argument(f"--{subset}", type=int, default=None,
-                            help=f"{subset} lines (default: the preset's)")
-    parser.add_argument("--seed", type=int, default=0)
+                            help=f"{subset} lines (default: the preset's, {_preset_values(subset)})")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic lines, the weights and the shuffling")
     parser.add_argument("--augment", choices=AUGMENT_LEVELS, default="default", help="training-time augmentation")
     parser.add_argument("--model", choices=MODEL_PRESETS, default=DEFAULT_MODEL_PRESET,
                         help="recognizer size (tfnhr.models.recognizer.PRESETS)")
@@ -104,6 +113,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1,
                         help="training processes: 1 trains in this process on every core, more start "
                              "that many single-threaded Horovod workers")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The main job's options from ``argv`` (``None``: the command line), checked."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")

@@ -25,6 +25,17 @@ class CommandParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that ends an option's line with its default where that says something: not for
+    flags (off unless given), options whose default is ``None`` (their help says what happens
+    without them) or helps that already name their default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def reports_errors(command: str, errors: tuple[type[Exception], ...] = USER_ERRORS
                    ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
     """Decorate a command's ``run(args)``: ``errors`` it raises are printed as one line

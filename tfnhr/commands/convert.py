@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from tfnhr.choices import COMPRESSIONS, DATA_KINDS, SOURCES, SUBSETS
-from tfnhr.commands.common import reports_errors
+from tfnhr.commands.common import DefaultsHelpFormatter, reports_errors
 from tfnhr.ranges import COUNT
 
 
@@ -18,7 +18,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Read the images and transcriptions of an IAM-layout folder (IAM, or a tfnhr synth "
                     "set) or the text lines of a pages folder (PAGE-XML/ALTO) subset by subset and write them, gray levels and all, into one HDF5 file "
                     "(groups train/val/test with inputs, seqLengths, offsets, seqTags, labels).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--from", dest="source", choices=SOURCES, required=True,
                         help="what the folder is: IAM (or any folder in its layout; also for pages "
                              "folders) or a tfnhr synth set")

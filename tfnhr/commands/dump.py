@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from tfnhr.choices import DEFAULT_BATCH_PIXELS, SUBSETS
-from tfnhr.commands.common import add_data_arguments, reports_errors
+from tfnhr.commands.common import DefaultsHelpFormatter, add_data_arguments, reports_errors
 from tfnhr.ranges import COUNT
 
 
@@ -17,7 +17,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "dump", help="write layer activations of a trained model to HDF5",
         description="Run a trained recognizer on a data subset and write the outputs of the chosen "
                     "layers (float32, per example, with its id and transcription) into an HDF5 file.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     parser.add_argument("--layer", action="append", required=True,
                         help="a layer to dump (repeat for several); unknown names list the model's layers")

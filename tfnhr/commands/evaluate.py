@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tfnhr.choices import DECODERS, SUBSETS, example_noun
-from tfnhr.commands.common import add_data_arguments, add_decoder_arguments, decoder_from_args, reports_errors
+from tfnhr.commands.common import DefaultsHelpFormatter, add_data_arguments, add_decoder_arguments, decoder_from_args, reports_errors
 from tfnhr.ranges import COUNT, NONNEGATIVE_COUNT
 
 
@@ -16,7 +16,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     """Add ``evaluate`` to the ``tfnhr`` sub-commands."""
     parser = commands.add_parser(
         "evaluate", help="CER/WER of a trained model (greedy vs beam vs beam+LM)",
-        description=" ".join(__doc__.split()), formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        description=" ".join(__doc__.split()), formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     add_data_arguments(parser)
     parser.add_argument("--subset", choices=SUBSETS, default="test", help="which subset")

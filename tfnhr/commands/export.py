@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from tfnhr.commands.common import USER_ERRORS, reports_errors
+from tfnhr.commands.common import DefaultsHelpFormatter, USER_ERRORS, reports_errors
 from tfnhr.ranges import COUNT
 
 EXPORT_DECODERS = ("greedy",)
@@ -23,7 +23,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "TensorFlow bindings or a plain tf.saved_model.load run without tfnhr: OUT/VERSION/saved_model.pb "
                     "with the signatures recognize (encoded images -> text, confidence; also serving_default), "
                     "scores (ink images -> column logits) and charset. See docs/export.md.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     parser.add_argument("--out", type=Path, required=True,
                         help="the model's base folder (TF Serving's --model_base_path); the export goes into "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tfnhr.commands.common import reports_errors
+from tfnhr.commands.common import DefaultsHelpFormatter, reports_errors
 from tfnhr.ranges import Range
 
 
@@ -19,7 +19,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "build", help="estimate an ARPA model from text files",
         description="Estimate an interpolated modified Kneser-Ney word n-gram model and write it as "
                     "an ARPA file. Words are split on whitespace; case and punctuation are kept.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     build.add_argument("--text", nargs="+", required=True, type=Path, metavar="FILE",
                        help="UTF-8 text files, one sentence per line (empty lines are skipped)")
     build.add_argument("--order", type=Range(2, integer=True).type, default=3, help="n-gram order (at least 2)")

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tfnhr.choices import DEFAULT_BATCH_PIXELS, DEVICES, RECOGNIZE_FORMATS
-from tfnhr.commands.common import add_decoder_choice, reports_errors, transcriber_from_args, use_device
+from tfnhr.commands.common import DefaultsHelpFormatter, add_decoder_choice, reports_errors, transcriber_from_args, use_device
 from tfnhr.ranges import COUNT
 
 
@@ -18,7 +18,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     """Add ``recognize`` to the ``tfnhr`` sub-commands."""
     parser = commands.add_parser(
         "recognize", help="print the text of images", description=__doc__.splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     parser.add_argument("images", nargs="*", type=Path, metavar="IMAGE", help="text-line or word images")
     parser.add_argument("--pages", nargs="+", type=Path, default=None, metavar="DIR_OR_FILE",
                         help="instead of IMAGEs: a folder of page images with PAGE-XML/ALTO files (searched "

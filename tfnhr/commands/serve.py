@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from tfnhr.choices import DEFAULT_BATCH_PIXELS
-from tfnhr.commands.common import add_decoder_choice, reports_errors, transcriber_from_args
+from tfnhr.commands.common import DefaultsHelpFormatter, add_decoder_choice, reports_errors, transcriber_from_args
 from tfnhr.ranges import COUNT, NONNEGATIVE, PORT, POSITIVE
 
 
@@ -19,7 +19,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     parser = commands.add_parser(
         "serve", help="serve POST /recognize and GET /health over HTTP", description=__doc__.splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="a saved model (best.keras)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=PORT.type, default=8080, help="port to listen on (0: any free port)")

@@ -7,7 +7,7 @@ import argparse
 import json
 
 from tfnhr.choices import KINDS, PAGE_LAYOUTS
-from tfnhr.commands.common import reports_errors
+from tfnhr.commands.common import DefaultsHelpFormatter, reports_errors
 from tfnhr.ranges import COUNT, NONNEGATIVE, NONNEGATIVE_COUNT, POSITIVE
 
 
@@ -18,7 +18,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Render English text with the bundled handwriting fonts (train fonts for "
                     "--train, held-out fonts for --val/--test) and write the images, "
                     "ascii/lines.txt or words.txt and the split files as in IAM.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--out", required=True, help="folder to write (new, empty, or an earlier synthetic set)")
     parser.add_argument("--kind", choices=(*KINDS, "both"), default="lines",
                         help="line images, word images, or lines plus the words cropped from them (IAM layout)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tfnhr.choices import (AUGMENT_LEVELS, CELLS, DEFAULT_MODEL_PRESET, HALVE_ON, MODEL_PRESETS, OPTIMIZERS,
                            describe_presets, shipped_configs)
-from tfnhr.commands.common import USER_ERRORS, add_data_arguments, reports_errors, size_pair
+from tfnhr.commands.common import DefaultsHelpFormatter, USER_ERRORS, add_data_arguments, reports_errors, size_pair
 from tfnhr.ranges import COUNT, TRAIN, each
 
 
@@ -18,7 +18,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "train", help="train a recognizer (CTC, Adam, LR halving on validation CER/WER)",
         description="Train an MDLSTM recognizer with CTC. Writes best.keras, last.keras, log.csv, "
                     "tensorboard/ and summary.json into --out.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     add_train_arguments(parser)
     parser.add_argument("--workers", type=COUNT.type, default=1,
                         help="training processes on this machine: N > 1 runs N single-threaded Horovod workers "

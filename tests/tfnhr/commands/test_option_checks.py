@@ -118,3 +118,25 @@ def test_config_files_get_the_same_checks_before_data_is_read(tmp_path, capsys, 
     assert err.startswith("tfnhr train: error:") and err.count("\n") == 1, err
     assert f"{field}' must be" in err or f"{field} must be" in err, err
     assert "no-such-data" not in err  # refused before the data
+
+
+def _help_parsers() -> list[argparse.ArgumentParser]:
+    """Every parser a user asks for --help: the tfnhr sub-commands, the main job, the Horovod job."""
+    from horovod_jobs.train import build_parser as horovod_parser
+    from tfnhr.main_job import build_parser as main_job_parser
+
+    return [*leaf_parsers(build_parser()), main_job_parser(), horovod_parser("nhr"), horovod_parser("mlcn")]
+
+
+def test_help_names_defaults_that_say_something():
+    """No '(default: None)' under options whose help says what happens without them, no
+    '(default: False)' under flags, no second default where the help names its own; valued
+    defaults are still shown."""
+    for parser in _help_parsers():
+        text = " ".join(parser.format_help().split())
+        assert "(default: None)" not in text and "(default: False)" not in text, parser.prog
+        for action in parser._actions:
+            if action.help and "default" in action.help:
+                assert " ".join(action.help.split()) + " (default:" not in text, (parser.prog, action.dest)
+    train = next(parser for parser in leaf_parsers(build_parser()) if parser.prog == "tfnhr train")
+    assert "(default: runs/recognizer)" in " ".join(train.format_help().split())
