@@ -25,7 +25,7 @@ definition: tfnhr's is edit distance / reference length after NFC and whitespace
 the synthetic texts have single spaces only, so they agree in practice.
 
 **The data.** ``tfnhr synth --out WORK/data-TRAIN-VAL-TEST-sSEED --train N --val V --test T
---seed S`` (default 3000/200/200 as the main job: training fonts for train, held-out fonts for
+--seed S`` (default 9000/200/200 as the main job's ``quick`` preset: training fonts for train, held-out fonts for
 val and test; reused when its ``synthetic.json`` matches), then exported for kraken's ``path``
 format: ``WORK/data-.../peer/<subset>/<id>.png`` (a copy of the IAM-layout line image, as
 rendered, 37-72 px high; kraken scales to its input height itself) with ``<id>.gt.txt`` (the
@@ -423,7 +423,7 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default=",".join(KRAKEN_MODELS),
                         help="kraken runs, comma-separated: default (its spec, height 120), h32 (height 32) "
                              "(default: default,h32)")
-    parser.add_argument("--train", type=int, default=3000, help="training lines (default 3000)")
+    parser.add_argument("--train", type=int, default=9000, help="training lines (default 9000, the main job's)")
     parser.add_argument("--val", type=int, default=200, help="validation lines (default 200)")
     parser.add_argument("--test", type=int, default=200, help="test lines (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="data set and training seed (default 0)")

@@ -52,7 +52,7 @@ from tfnhr.training import TrainOptions, train
 from tfnhr.training.workers import run_local_workers
 
 PRESETS: dict[str, dict] = {
-    "quick": {"train": 3000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100},
+    "quick": {"train": 9000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100},
     "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 60.0, "epochs": 80, "validate_lines": 2200},
 }
 """Data sizes (lines), training limits (minutes, epochs) and training lines between validations
