@@ -57,6 +57,7 @@ def load_arpa(path: str | Path) -> tuple[kenlm.Model, set[str]]:
         raise ValueError(f"{path} is not an ARPA file (its first non-empty line must be \\data\\)")
     config = kenlm.Config()
     config.show_progress = False
+    config.arpa_complain = kenlm.ARPALoadComplain.NONE  # no "... faster if you build a binary file" on stderr
     try:
         return kenlm.Model(str(path), config), words
     except OSError as error:

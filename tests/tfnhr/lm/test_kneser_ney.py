@@ -11,6 +11,7 @@ import pytest
 
 from tfnhr.commands import lm as lm_command
 from tfnhr.lm import build_arpa, read_text_corpus
+from tfnhr.lm.arpa import load_arpa
 
 
 def load(path) -> kenlm.Model:
@@ -162,3 +163,14 @@ def test_cli_errors(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.txt", "text.txt"]
     with pytest.raises(SystemExit):
         run_cli(["lm"])
+
+
+def test_loading_an_arpa_file_prints_nothing(tmp_path, capfd, corpus):
+    """KenLM's advice to build a binary file (written by its C++ code to the process's stderr) is
+    not shown: the main job and every command loading an LM printed it on each load."""
+    path = tmp_path / "lm.arpa"
+    build_arpa(corpus, order=3, out_path=path)
+    capfd.readouterr()
+    model, words = load_arpa(path)
+    assert model.order == 3 and words
+    assert capfd.readouterr() == ("", "")
