@@ -34,9 +34,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tfnhr.console import quiet_libraries
+
+if __name__ == "__main__":  # python -m tfnhr.main_job: before the imports below load TensorFlow
+    quiet_libraries("tfnhr.main_job")
+
 from tfnhr.choices import AUGMENT_LEVELS, DEFAULT_MODEL_PRESET, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MODEL_PRESETS
 from tfnhr.commands.common import DefaultsHelpFormatter
-from tfnhr.console import quiet_libraries
 from tfnhr.data import synthetic
 from tfnhr.data.samples import TextImageSet
 from tfnhr.data.sources import load_data_subset
