@@ -28,11 +28,15 @@ class CommandParser(argparse.ArgumentParser):
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Help that ends an option's line with its default where that says something: not for
     flags (off unless given), options whose default is ``None`` (their help says what happens
-    without them) or helps that already name their default."""
+    without them) or helps that already name their default; sequences as they are typed."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.default is False or "default" in (action.help or ""):
+        names_its_default = any(mark in (action.help or "") for mark in ("(default", "default:"))
+        if action.default is None or action.default is False or names_its_default:
             return action.help
+        if isinstance(action.default, (tuple, list)):  # as it is typed: 1,2 rather than (1, 2)
+            typed = ",".join(f"{value:g}" if isinstance(value, float) else str(value) for value in action.default)
+            return f"{action.help} (default: {typed})"
         return super()._get_help_string(action)
 
 

@@ -136,7 +136,9 @@ def test_help_names_defaults_that_say_something():
         text = " ".join(parser.format_help().split())
         assert "(default: None)" not in text and "(default: False)" not in text, parser.prog
         for action in parser._actions:
-            if action.help and "default" in action.help:
+            if action.help and ("(default" in action.help or "default:" in action.help):
                 assert " ".join(action.help.split()) + " (default:" not in text, (parser.prog, action.dest)
-    train = next(parser for parser in leaf_parsers(build_parser()) if parser.prog == "tfnhr train")
-    assert "(default: runs/recognizer)" in " ".join(train.format_help().split())
+    commands = {parser.prog: " ".join(parser.format_help().split()) for parser in leaf_parsers(build_parser())}
+    assert "(default: runs/recognizer)" in commands["tfnhr train"]
+    assert "1: read once (default: 1)" in commands["tfnhr recognize"]  # 'default' as a value is no default
+    assert "0: unsheared (default: 0)" in commands["tfnhr recognize"]
