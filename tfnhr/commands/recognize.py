@@ -17,7 +17,7 @@ from tfnhr.ranges import COUNT
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``recognize`` to the ``tfnhr`` sub-commands."""
     parser = commands.add_parser(
-        "recognize", help="print the text of images", description=__doc__.splitlines()[0],
+        "recognize", help="print the text of images", description=" ".join(__doc__.split()),
         formatter_class=DefaultsHelpFormatter)
     parser.add_argument("images", nargs="*", type=Path, metavar="IMAGE", help="text-line or word images")
     parser.add_argument("--pages", nargs="+", type=Path, default=None, metavar="DIR_OR_FILE",

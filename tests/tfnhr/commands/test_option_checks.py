@@ -133,6 +133,7 @@ def test_help_names_defaults_that_say_something():
     '(default: False)' under flags, no second default where the help names its own; valued
     defaults are still shown."""
     for parser in _help_parsers():
+        assert not parser.description or parser.description.endswith("."), parser.prog  # whole sentences
         text = " ".join(parser.format_help().split())
         assert "(default: None)" not in text and "(default: False)" not in text, parser.prog
         for action in parser._actions:
