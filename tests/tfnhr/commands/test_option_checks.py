@@ -131,7 +131,7 @@ def _help_parsers() -> list[argparse.ArgumentParser]:
 def test_help_names_defaults_that_say_something():
     """No '(default: None)' under options whose help says what happens without them, no
     '(default: False)' under flags, no second default where the help names its own; valued
-    defaults are still shown."""
+    defaults are still shown, sequences as typed; descriptions are whole sentences."""
     for parser in _help_parsers():
         assert not parser.description or parser.description.endswith("."), parser.prog  # whole sentences
         text = " ".join(parser.format_help().split())
