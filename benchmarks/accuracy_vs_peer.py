@@ -25,7 +25,7 @@ definition: tfnhr's is edit distance / reference length after NFC and whitespace
 the synthetic texts have single spaces only, so they agree in practice.
 
 **The data.** ``tfnhr synth --out WORK/data-TRAIN-VAL-TEST-sSEED --train N --val V --test T
---seed S`` (default 9000/200/200 as the main job's ``quick`` preset: training fonts for train, held-out fonts for
+--seed S`` (default the sizes of the main job's ``quick`` preset, ``tfnhr.choices.MAIN_JOB_PRESETS``: training fonts for train, held-out fonts for
 val and test; reused when its ``synthetic.json`` matches), then exported for kraken's ``path``
 format: ``WORK/data-.../peer/<subset>/<id>.png`` (a copy of the IAM-layout line image, as
 rendered, 37-72 px high; kraken scales to its input height itself) with ``<id>.gt.txt`` (the
@@ -100,6 +100,11 @@ import time
 from pathlib import Path
 
 import _harness
+
+from tfnhr.choices import MAIN_JOB_PRESETS
+
+QUICK = MAIN_JOB_PRESETS["quick"]
+"""The main job's ``quick`` preset, whose data sizes and time limit are this benchmark's defaults."""
 
 SUBSETS = ("train", "val", "test")
 KRAKEN_VERSION = "7.1.1"
@@ -417,15 +422,16 @@ def print_table(report: dict) -> None:
 
 def main(argv=None) -> int:
     parser = _harness.parser(__doc__, threads=None)
-    parser.add_argument("--minutes", type=float, default=14.0, help="tfnhr's training time limit (default 14)")
+    parser.add_argument("--minutes", type=float, default=QUICK["time_limit"],
+                        help=f"tfnhr's training time limit (default {QUICK['time_limit']:g}, the main job's)")
     parser.add_argument("--kraken-minutes", type=float, default=None,
                         help="kraken's wall time per run (default: what tfnhr's training process took)")
     parser.add_argument("--models", default=",".join(KRAKEN_MODELS),
                         help="kraken runs, comma-separated: default (its spec, height 120), h32 (height 32) "
                              "(default: default,h32)")
-    parser.add_argument("--train", type=int, default=9000, help="training lines (default 9000, the main job's)")
-    parser.add_argument("--val", type=int, default=200, help="validation lines (default 200)")
-    parser.add_argument("--test", type=int, default=200, help="test lines (default 200)")
+    for subset, what in (("train", "training"), ("val", "validation"), ("test", "test")):
+        parser.add_argument(f"--{subset}", type=int, default=QUICK[subset],
+                            help=f"{what} lines (default {QUICK[subset]}, the main job's)")
     parser.add_argument("--seed", type=int, default=0, help="data set and training seed (default 0)")
     parser.add_argument("--work", type=Path, default=Path("build/bench/accuracy_vs_peer"),
                         help="folder of the data and the runs (default build/bench/accuracy_vs_peer)")

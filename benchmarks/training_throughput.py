@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -163,6 +164,7 @@ def median_seconds(function, repeats: int) -> float:
 
 def profile_step(tf, model, images, labels, repeats: int) -> tuple[dict, float]:
     """Seconds of each part of one training step on ``(images, labels)`` and the step's scan FLOPs."""
+    from tfnhr.layers import MDLSTM2D
     from tfnhr.ops.graph_planner import plan_packing_graph
     from tfnhr.ops.packing import _plan_indices, _ragged_lengths, image_sizes_tensor, pack_ragged_graph, unpack
 
@@ -171,7 +173,14 @@ def profile_step(tf, model, images, labels, repeats: int) -> tuple[dict, float]:
     parts, flops, features = {}, 0.0, images
     parts["planner"] = 0.0
     parts["pack/unpack"] = 0.0
-    for level, mdlstm in enumerate(model.mdlstms, start=1):
+    level = 0
+    for layer in model.stages():
+        if not isinstance(layer, MDLSTM2D):  # a stem or block convolution: "stem 1", "block conv 2"
+            name = re.sub(r"(\d+)$", r" \1", layer.name).replace("_", " ")
+            parts[name] = median_seconds(lambda c=layer, x=features: _layer_fb(tf, c, x), repeats)
+            features = layer(features)
+            continue
+        mdlstm, level = layer, level + 1
         heights, row_widths = (t.numpy() for t in _ragged_lengths(features))
         if planner == "numpy":
             parts["planner"] += median_seconds(lambda h=heights, w=row_widths: _plan_indices(h, w, None, None), repeats)
@@ -206,10 +215,6 @@ def profile_step(tf, model, images, labels, repeats: int) -> tuple[dict, float]:
         parts[f"scan {level} backward"] = max(both - forward, 0.0)
         flops += scan_flops(mdlstm.units, features.shape[-1], canvas_cells(features))
         features = mdlstm(features)
-        if level <= len(model.convs):
-            conv = model.convs[level - 1]
-            parts[f"block conv {level}"] = median_seconds(lambda c=conv, x=features: _layer_fb(tf, c, x), repeats)
-            features = conv(features)
     parts["scores"] = median_seconds(lambda x=features: _layer_fb(tf, model.scores, x), repeats)
     scores = tf.reduce_sum(model.scores(features), axis=1)
 

@@ -20,19 +20,31 @@ MODEL_PRESET_SIZES: dict[str, dict[str, tuple[int, ...]]] = {
     "small": {"mdlstm_units": (2, 10, 50), "conv_filters": (6, 20)},
     "small-wide": {"mdlstm_units": (4, 10, 50), "conv_filters": (12, 20)},
     "large": {"mdlstm_units": (4, 20, 100), "conv_filters": (12, 40)},
+    "small-stem": {"mdlstm_units": (10, 50), "conv_filters": (12, 20), "stem_filters": (8, 16)},
 }
-"""The hand-built recognizer's sizes, MDLSTM units per level and block-convolution filters:
-``small`` and ``large`` are those of Wenniger et al. 2019 (§VII), ``small-wide`` is ``small``
-with its first level twice as wide (:data:`tfnhr.models.recognizer.PRESETS`)."""
+"""The hand-built recognizer's sizes, MDLSTM units per level and block-convolution filters (and
+the filters of a convolutional stem, where there is one): ``small`` and ``large`` are those of
+Wenniger et al. 2019 (§VII), ``small-wide`` is ``small`` with its first level twice as wide,
+``small-stem`` is ``small-wide`` with two 3x3 convolutions in place of its first MDLSTM level
+(:data:`tfnhr.models.recognizer.PRESETS`)."""
 
 MODEL_PRESETS = tuple(MODEL_PRESET_SIZES)
 """The names of :data:`MODEL_PRESET_SIZES`."""
 
+MAIN_JOB_PRESETS: dict[str, dict] = {
+    "quick": {"train": 9000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100},
+    "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 60.0, "epochs": 80, "validate_lines": 2200},
+}
+"""Data sizes (lines), training limits (minutes, epochs) and training lines between validations
+of the main job's two presets (:mod:`tfnhr.main_job`, ``--preset``); the peer benchmark
+(``benchmarks/accuracy_vs_peer.py``) takes its defaults from ``quick``."""
+
 
 def describe_presets() -> str:
-    """The presets' sizes for help texts: ``small = (2, 10, 50) / (6, 20), ...``."""
-    return ", ".join(f"{name} = {sizes['mdlstm_units']} / {sizes['conv_filters']}"
-                     for name, sizes in MODEL_PRESET_SIZES.items())
+    """The presets' sizes for help texts: ``small = (2, 10, 50) / (6, 20), ..., small-stem = stem
+    (8, 16), (10, 50) / (12, 20)``."""
+    return ", ".join(f"{name} = {'stem ' + str(sizes['stem_filters']) + ', ' if 'stem_filters' in sizes else ''}"
+                     f"{sizes['mdlstm_units']} / {sizes['conv_filters']}" for name, sizes in MODEL_PRESET_SIZES.items())
 
 
 DEFAULT_MODEL_PRESET = "small-wide"

@@ -39,7 +39,8 @@ from tfnhr.console import quiet_libraries
 if __name__ == "__main__":  # python -m tfnhr.main_job: before the imports below load TensorFlow
     quiet_libraries("tfnhr.main_job")
 
-from tfnhr.choices import AUGMENT_LEVELS, DEFAULT_MODEL_PRESET, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MODEL_PRESETS
+from tfnhr.choices import (AUGMENT_LEVELS, DEFAULT_MODEL_PRESET, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MAIN_JOB_PRESETS,
+                           MODEL_PRESETS)
 from tfnhr.commands.common import DefaultsHelpFormatter
 from tfnhr.data import synthetic
 from tfnhr.data.samples import TextImageSet
@@ -55,12 +56,9 @@ from tfnhr.ranges import TRAIN
 from tfnhr.training import TrainOptions, train
 from tfnhr.training.workers import run_local_workers
 
-PRESETS: dict[str, dict] = {
-    "quick": {"train": 9000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100},
-    "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 60.0, "epochs": 80, "validate_lines": 2200},
-}
+PRESETS = MAIN_JOB_PRESETS
 """Data sizes (lines), training limits (minutes, epochs) and training lines between validations
-of the two main-job presets."""
+of the two main-job presets (:data:`tfnhr.choices.MAIN_JOB_PRESETS`)."""
 
 BATCH_PIXELS = 150_000
 """Default pixel budget of one worker's batch (about 11 lines of 32 px)."""

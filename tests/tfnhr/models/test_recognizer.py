@@ -155,6 +155,50 @@ def test_small_wide_is_small_with_its_first_level_twice_as_wide():
                                                      CHARSET.num_classes)
 
 
+def test_small_stem_is_small_wide_with_convolutions_for_its_first_level():
+    wide, stem = PRESETS["small-wide"], PRESETS["small-stem"]
+    assert stem["mdlstm_units"] == wide["mdlstm_units"][1:] and stem["conv_filters"] == wide["conv_filters"]
+    model = build_recognizer(CHARSET, preset="small-stem", block=((2, 2), (2, 2)))
+    assert model.layer_names == ["stem1", "stem2", "block_conv1", "mdlstm1", "block_conv2", "mdlstm2",
+                                 "scores", "output"]
+    (s1, s2), (u2, u3), (f1, f2), classes = stem["stem_filters"], stem["mdlstm_units"], stem["conv_filters"], \
+        CHARSET.num_classes
+    assert model.count_params() == (3 * 3 * 1 * s1 + s1 + 3 * 3 * s1 * s2 + s2     # the stem's 3x3 convolutions
+                                    + 2 * 2 * s2 * f1 + f1                          # block conv 1 reads the stem
+                                    + mdlstm_leaky_params(f1, u2) + 2 * 2 * 4 * u2 * f2 + f2
+                                    + mdlstm_leaky_params(f2, u3) + u3 * classes + classes)
+    out = model(ragged_stack(_images(SIZES, seed=5)))
+    assert out.row_lengths().numpy().tolist() == [expected_columns(w, [(2, 2)] * 2) for _, w in SIZES]
+
+
+def test_sizes_of_a_stemless_shape_drop_a_presets_stem():
+    model = build_recognizer(CHARSET, preset="small-stem", **TINY)
+    assert (model.stem_filters, model.mdlstm_units) == ((), TINY["mdlstm_units"])
+    assert model.layer_names[0] == "mdlstm1"
+    kept = build_recognizer(CHARSET, preset="small-stem", mdlstm_units=(4, 6))
+    assert (kept.stem_filters, kept.mdlstm_units, kept.conv_filters) == ((8, 16), (4, 6), (12, 20))
+    with pytest.raises(ValueError, match="as many MDLSTM levels as"):
+        build_recognizer(CHARSET, preset="small-stem", mdlstm_units=(4, 6, 8), stem_filters=(4,))
+
+
+def test_a_stem_reads_each_example_as_if_alone():
+    """Packed batches must not leak between examples through the stem's 3x3 windows: a batch
+    of images of different sizes gives each image's output alone, and so do the same images
+    laid out by padding instead of packing."""
+    model = Recognizer(CHARSET, mdlstm_units=(3, 5), conv_filters=(4, 6), stem_filters=(3,), block=(2, 2))
+    images = _images(SIZES, seed=11)
+    batched = model(ragged_stack(images))
+    for image, row in zip(images, batched):
+        np.testing.assert_allclose(row.numpy(), model(ragged_stack([image]))[0].numpy(), rtol=1e-5, atol=1e-5)
+    # Zero ink around an image is what "same" padding adds: the stem must give the image's rows
+    # and columns alone, not the values a larger canvas of zeros would give at its border.
+    padded = np.zeros((12, 40, 1), np.float32)
+    padded[:SIZES[3][0], :SIZES[3][1]] = images[3]
+    stem_alone = model.stems[0](ragged_stack([images[3]]))[0].numpy()
+    stem_in_canvas = model.stems[0](ragged_stack([padded]))[0].numpy()[:SIZES[3][0], :SIZES[3][1]]
+    np.testing.assert_allclose(stem_alone, stem_in_canvas, rtol=1e-6, atol=1e-6)
+
+
 def test_the_offered_presets_are_the_built_ones_and_the_help_gives_their_sizes(capsys):
     assert set(MODEL_PRESETS) == set(PRESETS) and DEFAULT_MODEL_PRESET in PRESETS
     with pytest.raises(SystemExit):
@@ -162,7 +206,8 @@ def test_the_offered_presets_are_the_built_ones_and_the_help_gives_their_sizes(c
     help_text = " ".join(capsys.readouterr().out.split())
     for name in MODEL_PRESETS:
         model = build_recognizer(CHARSET, preset=name)
-        assert f"{name} = {model.mdlstm_units} / {model.conv_filters}" in help_text
+        stem = f"stem {model.stem_filters}, " if model.stem_filters else ""
+        assert f"{name} = {stem}{model.mdlstm_units} / {model.conv_filters}" in help_text
 
 
 def test_tiny_variable_shapes_follow_config(tiny):
@@ -308,6 +353,10 @@ def test_config_round_trip_without_building(tiny):
     assert clone.charset == CHARSET
     assert (clone.blocks, clone.dropout, clone.cell, clone.packing, clone.directions) == (
         ((2, 4), (2, 4)), 0.25, "leaky_lp", "examples", 4)
+    stem = Recognizer(CHARSET, mdlstm_units=(4, 6), conv_filters=(3, 5), stem_filters=(2, 3))
+    assert Recognizer.from_config(stem.get_config()).stem_filters == (2, 3)
+    older = {key: value for key, value in config.items() if key != "stem_filters"}  # saved before stems
+    assert Recognizer.from_config(older).stem_filters == ()
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -319,6 +368,7 @@ def test_config_round_trip_without_building(tiny):
     ({"mdlstm_units": (2, 4), "conv_filters": (3, 5)}, "MDLSTM level"),
     ({"mdlstm_units": (2, 4, 6, 8), "conv_filters": (3, 5)}, "MDLSTM level"),
     ({"mdlstm_units": (2,), "conv_filters": ()}, "MDLSTM level"),
+    ({"mdlstm_units": (2, 4, 6), "conv_filters": (3, 5), "stem_filters": (4,)}, "as many MDLSTM levels as"),
     ({"input_height": 0}, "input_height"),
     ({"input_height": -5}, "input_height"),
 ])
