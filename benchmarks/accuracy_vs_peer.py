@@ -4,7 +4,7 @@ synthetic line set and the same cores.
 What it measures: validation and test CER (greedy decoding) of
 
 * **tfnhr**: ``tfnhr train`` with the main job's training flags (``tfnhr.main_job.worker_flags``
-  of its ``quick`` preset: its ``small-wide`` recognizer without dropout, height 32, 2x2 blocks, 150,000-px
+  of its ``quick`` preset: its ``small-stem`` recognizer without dropout, height 32, 2x2 blocks, 150,000-px
   batches, a validation about every 1,100 training lines, default augmentation, one process on
   every core this process may use) and ``--time-limit MINUTES`` (``--ours-flags`` adds flags),
   then ``tfnhr evaluate --decoders greedy`` of its ``best.keras`` on the val and test subsets,

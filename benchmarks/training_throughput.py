@@ -255,7 +255,8 @@ def _layer_fb(tf, layer, x) -> None:
             with tf.GradientTape() as tape:
                 inputs, pixels = _watched(tape, inputs)
                 total = tf.reduce_sum(layer(inputs).flat_values)
-            return tape.gradient(total, [pixels, *layer.trainable_variables])
+            # dense gradients (a stem's gradient reaches its ragged input as IndexedSlices)
+            return [tf.convert_to_tensor(g) for g in tape.gradient(total, [pixels, *layer.trainable_variables])]
         _LAYER_FB[key] = fb
     [g.numpy() for g in _LAYER_FB[key](x)]
 

@@ -14,6 +14,7 @@ import sys
 import sysconfig
 import textwrap
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -28,6 +29,7 @@ from tfnhr.data.spacing import normalize_spacing, spacing_factor
 from tfnhr.export import (confidences, export_recognizer, greedy_texts, normalize_spacing_graph, scale_gray,
                           spacing_factor_graph)
 from tfnhr.inference import Transcriber, confidence
+from tfnhr.models import build_recognizer
 
 FRESH_PROCESS = textwrap.dedent("""
     import importlib.util, json, sys
@@ -200,3 +202,22 @@ def test_an_export_of_a_model_trained_on_normalized_spacing_reads_as_the_model_d
     assert [text.decode() for text in read["text"].numpy()] == texts
     np.testing.assert_allclose(read["confidence"].numpy(), [confidence(s) for s in scores], atol=0.02)
     assert float(served.signatures["charset"]()["stroke_spacing"]) == pytest.approx(TARGET_SPACING)
+
+
+def test_an_export_of_a_model_with_a_stem_scores_as_the_model_does(tmp_path):
+    """A stem's convolutions pad each example on its own in the exported graph too: the served
+    column scores of lines of different widths, read together, are the Keras model's."""
+    keras.utils.set_random_seed(5)
+    model = build_recognizer(CHARSET, mdlstm_units=(3, 4), conv_filters=(3, 5), stem_filters=(4,), block=(2, 2),
+                             input_height=16)
+    rng = np.random.default_rng(5)
+    grays = [rng.integers(0, 256, (16, width)).astype(np.uint8) for width in (40, 13, 57)]
+    served = tf.saved_model.load(str(export_recognizer(model, tmp_path / "served")))
+    ink = np.zeros((len(grays), 16, 57), np.float32)
+    for number, gray in enumerate(grays):
+        ink[number, :, :gray.shape[1]] = to_ink(gray)[..., 0]
+    scores = served.signatures["scores"](images=tf.constant(ink), heights=tf.constant([16] * 3),
+                                         widths=tf.constant([gray.shape[1] for gray in grays]))
+    for number, expected in enumerate(Transcriber(model).scores(grays)):
+        assert int(scores["lengths"][number]) == len(expected)
+        np.testing.assert_allclose(scores["scores"][number, :len(expected)].numpy(), expected, atol=1e-5)

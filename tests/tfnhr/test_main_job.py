@@ -51,7 +51,8 @@ def test_main_job_trains_and_reports_greedy_and_lm_error_rates(tmp_path):
             assert combined == pytest.approx(row["cer"], abs=1e-9)
     assert "greedy CER by font: " in result.stdout
     model = load_recognizer(out / "model" / "best.keras")
-    assert model.mdlstm_units == (4, 10, 50) and model.conv_filters == (12, 20) and model.input_height == 32
+    assert (model.stem_filters, model.mdlstm_units, model.conv_filters, model.input_height) == (
+        (8, 16), (10, 50), (12, 20), 32)  # small-stem
     assert "\\data\\" in (out / "lm.arpa").read_text()[:200]
 
 
