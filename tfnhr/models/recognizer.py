@@ -25,7 +25,7 @@ from tfnhr.models.ctc_model import CtcModel
 from tfnhr.layers import BlockConv2D, DirectionSharedDense, MDLSTM2D, SameConv2D
 
 STEM_KERNEL = (3, 3)
-"""Kernel (height, width, px) of the stem's convolutions (stride 1, \"same\" padding per example)."""
+"""Kernel (height, width, px) of the stem's convolutions (stride 1, "same" padding per example)."""
 
 PRESETS: dict[str, dict] = MODEL_PRESET_SIZES
 """Model sizes, MDLSTM units per level and block-conv filters: ``small`` and ``large`` are the two
