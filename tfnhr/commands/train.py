@@ -61,8 +61,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", choices=MODEL_PRESETS, default=unset,
                         help=f"model size, MDLSTM units / block-conv filters: {describe_presets()} "
                              f"(default {defaults.preset})")
-    parser.add_argument("--units", type=each(COUNT), default=unset, help="MDLSTM units per level (overrides --preset; one more level than block "
-                             "convolutions drops a stem preset's stem)")
+    parser.add_argument("--units", type=each(COUNT), default=unset,
+                        help="MDLSTM units per level (overrides --preset; one more level than block convolutions "
+                             "drops a stem preset's stem)")
     parser.add_argument("--filters", type=each(COUNT), default=unset, help="block-conv filters (overrides --preset)")
     parser.add_argument("--block", type=size_pair, nargs="+", default=unset,
                         help="block-conv kernel=stride HxW: one for both convolutions, or one each (default 2x4)")
