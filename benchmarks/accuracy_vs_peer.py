@@ -239,7 +239,7 @@ def train_ours(data: Path, out: Path, minutes: float, seed: int, flags: list[str
     from tfnhr import main_job
 
     job = main_job.parse_args(["--out", str(out), "--seed", str(seed), "--time-limit", str(minutes)])
-    preset = main_job.PRESETS[job.preset]
+    preset = MAIN_JOB_PRESETS[job.preset]
     options = main_job.training_options(job, data, preset["epochs"], minutes, preset["validate_lines"])
     arguments = ["train", *main_job.worker_flags(options), *flags]
     _harness.log(f"tfnhr: training for {minutes} min ...")

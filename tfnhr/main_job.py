@@ -56,10 +56,6 @@ from tfnhr.ranges import TRAIN
 from tfnhr.training import TrainOptions, train
 from tfnhr.training.workers import run_local_workers
 
-PRESETS = MAIN_JOB_PRESETS
-"""Data sizes (lines), training limits (minutes, epochs) and training lines between validations
-of the two main-job presets (:data:`tfnhr.choices.MAIN_JOB_PRESETS`)."""
-
 BATCH_PIXELS = 150_000
 """Default pixel budget of one worker's batch (about 11 lines of 32 px)."""
 BUDGET_PIXELS_PER_LINE = 13_000
@@ -93,14 +89,14 @@ columns per character with the two 2x2 block convolutions."""
 
 def _preset_values(key: str) -> str:
     """``"full 60, quick 14"``: what each preset sets ``key`` to."""
-    return ", ".join(f"{name} {preset[key]:g}" for name, preset in sorted(PRESETS.items()))
+    return ", ".join(f"{name} {preset[key]:g}" for name, preset in sorted(MAIN_JOB_PRESETS.items()))
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The main job's options."""
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()),
                                      formatter_class=DefaultsHelpFormatter)
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="quick",
+    parser.add_argument("--preset", choices=sorted(MAIN_JOB_PRESETS), default="quick",
                         help="data sizes and training time (quick: about 20 min in all on 2 cores; full: an hour)")
     parser.add_argument("--out", type=Path, default=Path("runs/main"),
                         help="folder for synth/, lm.arpa, model/, main.json and samples.png")
@@ -175,7 +171,7 @@ def train_with_workers(options: TrainOptions, workers: int) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_libraries("tfnhr.main_job")  # warnings on one line, as the tfnhr command prints them
     args = parse_args(argv)
-    preset = {**PRESETS[args.preset],
+    preset = {**MAIN_JOB_PRESETS[args.preset],
               **{key: getattr(args, key) for key in ("train", "val", "test") if getattr(args, key) is not None}}
     started = time.monotonic()
 
