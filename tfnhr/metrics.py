@@ -15,6 +15,8 @@ import re
 import unicodedata
 from collections.abc import Hashable, Sequence
 
+from rapidfuzz.distance import Levenshtein
+
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -24,14 +26,9 @@ def normalize_text(text: str) -> str:
 
 
 def edit_distance(reference: Sequence[Hashable], hypothesis: Sequence[Hashable]) -> int:
-    """Levenshtein distance (insertions, deletions, substitutions all cost 1)."""
-    previous = list(range(len(hypothesis) + 1))
-    for i, ref_item in enumerate(reference, start=1):
-        current = [i]
-        for j, hyp_item in enumerate(hypothesis, start=1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref_item != hyp_item)))
-        previous = current
-    return previous[-1]
+    """Levenshtein distance (insertions, deletions, substitutions all cost 1) of two strings or
+    two sequences of hashable items (e.g. words), by ``rapidfuzz``."""
+    return Levenshtein.distance(reference, hypothesis)
 
 
 def error_counts(reference: str, hypothesis: str) -> list[int]:
