@@ -3,7 +3,8 @@
 Each training example is distorted anew in every epoch, the way hands and scanners vary: height
 jitter (random vertical padding before the image is scaled back to its height), slant (shear),
 small rotation, horizontal scale, grid and elastic warps, stroke width (grey erosion/dilation),
-blur, noise, and contrast/ink-level changes. The transforms come from `albumentations` (Buslaev et
+holes in the ink (coarse dropout: broken or faint strokes), blur, noise, and contrast/ink-level
+changes. The transforms come from `albumentations` (Buslaev et
 al. 2020; OpenCV kernels, seedable per call) rather than hand-written image code; `augraphy`'s
 paper and printing effects were left out: they model printed documents and take tens of ms per
 line.
@@ -52,6 +53,9 @@ class Strength:
       grid: most displacement of the grid warp's nodes, fraction of a cell.
       elastic: displacement of the elastic warp, px (before smoothing with ``sigma`` px).
       stroke: whether strokes are thickened or thinned (grey dilation/erosion, 2 px kernel).
+      holes: most gaps cut into the ink per height's worth of width (coarse dropout: paper-coloured
+        rectangles with sides of :data:`HOLE_SIDES` of the height; at least a quarter as many),
+        like broken or faint strokes; 0: none.
       blur: most Gaussian blur sigma, px.
       noise: most Gaussian noise standard deviation, fraction of the gray range.
       contrast: most relative ink-contrast change either way.
@@ -65,6 +69,7 @@ class Strength:
     grid: float
     elastic: float
     stroke: bool
+    holes: float
     blur: float
     noise: float
     contrast: float
@@ -72,20 +77,24 @@ class Strength:
 
 LEVELS: dict[str, Strength] = {
     "light": Strength(probability=0.25, pad=0.08, shear=8.0, rotate=0.5, stretch=0.08, grid=0.1, elastic=0.0,
-                      stroke=False, blur=0.6, noise=0.03, contrast=0.2),
+                      stroke=False, holes=0.0, blur=0.6, noise=0.03, contrast=0.2),
     "default": Strength(probability=0.4, pad=0.15, shear=15.0, rotate=1.0, stretch=0.15, grid=0.2, elastic=8.0,
-                        stroke=True, blur=0.9, noise=0.06, contrast=0.35),
+                        stroke=True, holes=3.0, blur=0.9, noise=0.06, contrast=0.35),
     "strong": Strength(probability=0.6, pad=0.25, shear=22.0, rotate=2.0, stretch=0.25, grid=0.3, elastic=14.0,
-                       stroke=True, blur=1.2, noise=0.1, contrast=0.5),
+                       stroke=True, holes=4.5, blur=1.2, noise=0.1, contrast=0.5),
 }
 """The ``--augment`` levels (``none`` is no :class:`Augmenter` at all)."""
 
 ELASTIC_SIGMA = 5.0
 """Smoothing of the elastic displacement field, px: warps of about a stroke's size."""
 
+HOLE_SIDES = (0.09, 0.22)
+"""Sides of the holes (:attr:`Strength.holes`), fractions of the image's height: 3-7 px at 32 px."""
 
-def _pipeline(strength: Strength) -> albumentations.Compose:
-    """The transforms of ``strength`` on ink images (0 = paper), paper-coloured borders."""
+
+def _shape_pipeline(strength: Strength) -> albumentations.Compose:
+    """The geometric and stroke-width transforms of ``strength`` on ink images (0 = paper),
+    paper-coloured borders."""
     p = strength.probability
     border = {"border_mode": cv2.BORDER_CONSTANT, "fill": 0}
     transforms = [
@@ -102,12 +111,27 @@ def _pipeline(strength: Strength) -> albumentations.Compose:
     if strength.stroke:
         transforms.append(albumentations.OneOf([albumentations.Morphological(scale=2, operation="dilation"),
                                                 albumentations.Morphological(scale=2, operation="erosion")], p=p))
-    transforms += [
+    return albumentations.Compose(transforms)
+
+
+def _holes_pipeline(strength: Strength, height: int, squares: int) -> albumentations.Compose:
+    """Coarse dropout of ``strength`` on ink images ``height`` px high and about ``squares``
+    heights wide: up to ``strength.holes * squares`` paper-coloured holes."""
+    most = max(1, round(strength.holes * squares))
+    sides = tuple(max(1, round(fraction * height)) for fraction in HOLE_SIDES)
+    return albumentations.Compose([albumentations.CoarseDropout(
+        num_holes_range=(max(1, most // 4), most), hole_height_range=sides, hole_width_range=sides, fill=0,
+        p=strength.probability)])
+
+
+def _photometric_pipeline(strength: Strength) -> albumentations.Compose:
+    """Blur, contrast and noise of ``strength`` on ink images."""
+    p = strength.probability
+    return albumentations.Compose([
         albumentations.GaussianBlur(sigma_limit=(0.1, strength.blur), p=p),
         albumentations.RandomBrightnessContrast(brightness_limit=0.0, contrast_limit=strength.contrast, p=p),
         albumentations.GaussNoise(std_range=(0.0, strength.noise), p=p),
-    ]
-    return albumentations.Compose(transforms)
+    ])
 
 
 class Augmenter:
@@ -133,18 +157,31 @@ class Augmenter:
     def __repr__(self) -> str:
         return f"Augmenter(level={self.level!r}, seed={self.seed})"
 
-    def _compose(self) -> albumentations.Compose:
-        compose = getattr(self._local, "compose", None)
-        if compose is None:
-            compose = self._local.compose = _pipeline(self.strength)
-        return compose
+    def _pipelines(self, height: int, width: int) -> tuple[albumentations.Compose, albumentations.Compose | None,
+                                                            albumentations.Compose]:
+        """This thread's pipelines for an ink image ``height`` x ``width`` px: shape, holes (one per
+        height and width in whole heights; ``None`` if the level has none) and photometric."""
+        cache = getattr(self._local, "pipelines", None)
+        if cache is None:
+            cache = self._local.pipelines = {"shape": _shape_pipeline(self.strength),
+                                             "photometric": _photometric_pipeline(self.strength)}
+        holes = None
+        if self.strength.holes:
+            key = (height, max(1, round(width / height)))
+            if key not in cache:
+                cache[key] = _holes_pipeline(self.strength, *key)
+            holes = cache[key]
+        return cache["shape"], holes, cache["photometric"]
 
     def __call__(self, gray: np.ndarray, epoch: int, index: int) -> np.ndarray:
         if gray.ndim != 2 or gray.dtype != np.uint8 or 0 in gray.shape:
             raise ValueError(f"augment needs a non-empty uint8 [H, W] image, got {gray.dtype} {gray.shape}")
-        compose = self._compose()
-        compose.set_random_seed(int(np.random.SeedSequence([self.seed, epoch, index]).generate_state(1)[0]))
-        ink = compose(image=255 - gray)["image"]
+        ink = 255 - gray
+        seeds = np.random.SeedSequence([self.seed, epoch, index]).generate_state(3)
+        for pipeline, seed in zip(self._pipelines(*gray.shape), seeds):
+            if pipeline is not None:
+                pipeline.set_random_seed(int(seed))
+                ink = pipeline(image=ink)["image"]
         height, width = gray.shape
         floor = width if self.min_widths is None else max(1, int(self.min_widths[index]))
         new_width = max(floor, round(ink.shape[1] * height / ink.shape[0]))

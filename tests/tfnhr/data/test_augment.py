@@ -12,7 +12,7 @@ import pytest
 
 from tfnhr.charset import Charset
 from tfnhr.data import synthetic
-from tfnhr.data.augment import LEVELS, Augmenter, make_augmenter
+from tfnhr.data.augment import HOLE_SIDES, LEVELS, Augmenter, _holes_pipeline, make_augmenter
 from tfnhr.data.dataset import make_dataset
 from tfnhr.data.samples import TextImageSet
 
@@ -105,7 +105,7 @@ def test_geometry_keeps_both_marks_in_order_and_inside(level):
 
 def test_levels_grow_in_strength_and_bad_levels_fail():
     light, default, strong = LEVELS["light"], LEVELS["default"], LEVELS["strong"]
-    for field in ("probability", "pad", "shear", "rotate", "stretch", "grid", "blur", "noise", "contrast"):
+    for field in ("probability", "pad", "shear", "rotate", "stretch", "grid", "holes", "blur", "noise", "contrast"):
         assert getattr(light, field) <= getattr(default, field) <= getattr(strong, field), field
     assert make_augmenter("none", 0) is None
     assert isinstance(make_augmenter("light", 0), Augmenter)
@@ -134,3 +134,25 @@ def test_make_dataset_augments_each_example_with_its_epoch_and_index():
             seen += [int(image.bounding_shape()[1]) for image in batch_images]
         assert sorted(seen) == sorted(10 + i + epoch + 1 for i in range(6))
     assert sorted(calls) == sorted((epoch, index) for epoch in (3, 4) for index in range(6))
+
+
+@pytest.mark.parametrize("height, width", [(32, 352), (32, 64), (48, 480)])
+def test_holes_are_paper_rectangles_of_the_levels_size_and_number(height, width):
+    strength = LEVELS["default"]
+    squares = round(width / height)
+    most, (small, large) = round(strength.holes * squares), (round(f * height) for f in HOLE_SIDES)
+    pipeline = _holes_pipeline(strength, height, squares)
+    solid = np.full((height, width), 255, np.uint8)  # ink everywhere
+    with_holes = 0
+    for seed in range(60):
+        pipeline.set_random_seed(seed)
+        out = pipeline(image=solid)["image"]
+        assert set(np.unique(out)) <= {0, 255}  # holes are paper, the rest untouched
+        gaps = out == 0
+        if not gaps.any():
+            continue
+        with_holes += 1
+        rows, columns = np.flatnonzero(gaps.any(axis=1)), np.flatnonzero(gaps.any(axis=0))
+        assert rows.size >= small and columns.size >= small  # at least one hole of the smallest side
+        assert small * small <= gaps.sum() <= most * large * large
+    assert 0.2 * 60 <= with_holes <= 0.6 * 60  # the level's probability, 0.4
