@@ -176,13 +176,13 @@ class Augmenter:
     def __call__(self, gray: np.ndarray, epoch: int, index: int) -> np.ndarray:
         if gray.ndim != 2 or gray.dtype != np.uint8 or 0 in gray.shape:
             raise ValueError(f"augment needs a non-empty uint8 [H, W] image, got {gray.dtype} {gray.shape}")
+        height, width = gray.shape
         ink = 255 - gray
         seeds = np.random.SeedSequence([self.seed, epoch, index]).generate_state(3)
-        for pipeline, seed in zip(self._pipelines(*gray.shape), seeds):
+        for pipeline, seed in zip(self._pipelines(height, width), seeds):
             if pipeline is not None:
                 pipeline.set_random_seed(int(seed))
                 ink = pipeline(image=ink)["image"]
-        height, width = gray.shape
         floor = width if self.min_widths is None else max(1, int(self.min_widths[index]))
         new_width = max(floor, round(ink.shape[1] * height / ink.shape[0]))
         if ink.shape != (height, new_width):
