@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -51,13 +52,28 @@ def test_ctc_log_likelihoods_match_the_sum_over_all_alignments(monkeypatch):
     assert ctc_log_likelihoods([scores[1], scores[3]], ["abab", "aa"], CHARSET).tolist() == [-np.inf, -np.inf]
 
 
-def test_best_candidate_sums_the_widths_that_can_align_every_candidate():
-    assert best_candidate(np.array([[-1.0, -2.0], [-5.0, -1.0]])) == 1  # sums -6 vs -3
-    # The second width cannot align candidate 0: it is left out, not a veto.
-    assert best_candidate(np.array([[-1.0, -2.0], [-np.inf, -0.1]])) == 0
-    # No width aligns both: the mean over the widths where each aligns (-1 vs -1.5).
-    assert best_candidate(np.array([[-1.0, -np.inf], [-np.inf, -1.5]])) == 0
+def mixture_log_likelihood(log_likelihoods: list[float]) -> float:
+    """log of the summed probability over the views, in plain Python (-inf if no view aligns)."""
+    total = sum(math.exp(value) for value in log_likelihoods if value != -math.inf)
+    return math.log(total) if total > 0 else -math.inf
+
+
+def test_best_candidate_is_the_most_likely_under_a_mixture_of_the_views():
+    # One view reads candidate 0 well, the other is unsure between both: the mixture keeps 0
+    # (p = e^-0.5 + e^-4 against e^-3 + e^-3.5), where the summed log-likelihoods would keep 1.
+    assert best_candidate(np.array([[-0.5, -3.0], [-4.0, -3.5]])) == 0
+    # A view that cannot align a candidate gives it probability 0, not a veto.
+    assert best_candidate(np.array([[-1.0, -2.0], [-np.inf, -3.0]])) == 0
+    assert best_candidate(np.array([[-np.inf, -2.0], [-np.inf, -3.0]])) == 1
     assert best_candidate(np.full((2, 3), -np.inf)) == 0
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        table = rng.normal(-20.0, 8.0, size=(int(rng.integers(1, 6)), int(rng.integers(1, 5))))
+        table[rng.random(table.shape) < 0.2] = -np.inf
+        mixtures = [mixture_log_likelihood(list(column)) for column in table.T]
+        assert mixtures[best_candidate(table)] >= max(mixtures) - 1e-9
+    # Ties: the first of them.
+    assert best_candidate(np.array([[-2.0, -1.0, -1.0], [-np.inf, -3.0, -3.0]])) == 1
 
 
 def test_agreed_readings_keep_the_most_likely_candidate_and_its_best_reader():
@@ -67,9 +83,9 @@ def test_agreed_readings_keep_the_most_likely_candidate_and_its_best_reader():
     texts, readers = agreed_readings(width_scores, width_texts, CHARSET)
     for image in range(3):
         candidates = {width_texts[w][image] for w in range(3)}
-        summed = {text: sum(brute_force_log_likelihood(width_scores[w][image], text) for w in range(3))
-                  for text in candidates}
-        assert summed[texts[image]] == pytest.approx(max(summed.values()))
+        mixed = {text: mixture_log_likelihood([brute_force_log_likelihood(width_scores[w][image], text)
+                                               for w in range(3)]) for text in candidates}
+        assert mixed[texts[image]] == pytest.approx(max(mixed.values()))
         assert width_texts[readers[image]][image] == texts[image]
         own = [brute_force_log_likelihood(width_scores[w][image], texts[image])
                for w in range(3) if width_texts[w][image] == texts[image]]
