@@ -98,7 +98,7 @@ def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only words of the LM's vocabulary may be output")
     parser.add_argument("--widths", type=width_factors, default=(1.0,), metavar="F1,F2,...|default",
                         help="read each image at these factors of its width (one model call each) and keep "
-                             "the text the widths agree on (summed CTC likelihood); 'default': "
+                             "the text the widths agree on (the highest CTC likelihood averaged over them); 'default': "
                              + ",".join(f"{w:g}" for w in ENSEMBLE_WIDTHS) + "; 1: read once")
     parser.add_argument("--shears", type=shear_factors, default=(0.0,), metavar="S1,S2,...|default",
                         help="also read each image sheared by these amounts (px per px of height), each at "
