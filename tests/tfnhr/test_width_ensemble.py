@@ -59,9 +59,11 @@ def mixture_log_likelihood(log_likelihoods: list[float]) -> float:
 
 
 def test_best_candidate_is_the_most_likely_under_a_mixture_of_the_views():
-    # One view reads candidate 0 well, the other is unsure between both: the mixture keeps 0
-    # (p = e^-0.5 + e^-4 against e^-3 + e^-3.5), where the summed log-likelihoods would keep 1.
-    assert best_candidate(np.array([[-0.5, -3.0], [-4.0, -3.5]])) == 0
+    # One view reads candidate 0 well, the other finds it unlikely; both find candidate 1 middling.
+    # The mixture keeps 0 (p = e^-0.1 + e^-10 against 2 e^-2); the product of the views (summed
+    # log-likelihoods, -10.1 against -4) would keep 1.
+    disagreeing = np.array([[-0.1, -2.0], [-10.0, -2.0]])
+    assert best_candidate(disagreeing) == 0 and int(np.argmax(disagreeing.sum(axis=0))) == 1
     # A view that cannot align a candidate gives it probability 0, not a veto.
     assert best_candidate(np.array([[-1.0, -2.0], [-np.inf, -3.0]])) == 0
     assert best_candidate(np.array([[-np.inf, -2.0], [-np.inf, -3.0]])) == 1
