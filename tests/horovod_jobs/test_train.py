@@ -186,7 +186,10 @@ def test_mlcn_model_parallel_on_two_ranks_trains_and_resumes_as_one_process(horo
 def test_mlcn_model_parallel_rank_that_dies_ends_the_job(horovodrun, tmp_path):
     """Rank 1 is killed (SIGKILL) mid-training, once rank 0 has logged its first epoch: every rank
     exits, non-zero, within seconds (well before the 200 epochs or the launcher's 300-s limit)."""
-    args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model", "--out", "out"]
+    # Round robin: each rank surely gets one of the 2 lanes (greedy on probed speeds may leave a
+    # rank that probed slow on a loaded machine without one, and the job then fails before training).
+    args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model",
+            "--placement", "round_robin", "--out", "out"]
     result, _ = launch(horovodrun, tmp_path, args, prefix=signal_rank_1_after_first_epoch("KILL"))
     ended = time.time()
     assert result.returncode != 0
@@ -213,7 +216,10 @@ def test_mlcn_model_parallel_rank_that_hangs_ends_the_job(horovodrun, tmp_path):
     """Rank 1 freezes (SIGSTOP) mid-training, once rank 0 has logged its first epoch: rank 0's
     collective times out after Gloo's timeout (10 s here), it exits with a one-line reason, and
     ``horovodrun`` ends rank 1 (well before the 200 epochs or the launcher's 300-s limit)."""
-    args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model", "--out", "out"]
+    # Round robin: each rank surely gets one of the 2 lanes (greedy on probed speeds may leave a
+    # rank that probed slow on a loaded machine without one, and the job then fails before training).
+    args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model",
+            "--placement", "round_robin", "--out", "out"]
     result, _ = launch(horovodrun, tmp_path, args, prefix=signal_rank_1_after_first_epoch("STOP"),
                        env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "10"})
     ended = time.time()
