@@ -8,13 +8,10 @@
    directions, each with its own weights (batched matmuls over the direction axis);
 2. each image is skewed (row ``r`` shifted right by ``r``) and the grid is laid out
    column-major and units-first as ``[T, D, C, N]`` with ``T = W + H - 1`` skewed columns and
-   ``N = H * B`` rows, image row-major: ``n = r * B + b`` holds image row ``r`` of image ``b``
-   (rows last: the gate slices of a column are contiguous blocks, and the elementwise gate
-   math runs on long rows).  The upper predecessor of row ``n`` is row ``n - B`` of the
-   previous column: a ``tf.roll`` by ``B`` rows, times a 0/1 "has an upper neighbour" mask
-   over the rows that zeroes what the first image row (``n < B``) sees.  In this order a
-   column's valid cells lie between its first and last valid row, with the skew triangles
-   outside that span, which the compiled scan's matmuls skip (:mod:`tfnhr.ops.scan_kernel`);
+   ``N = B * H`` rows (rows last: the gate slices of a column are contiguous blocks, and the
+   elementwise gate math runs on long rows).  The upper predecessor of row ``n`` is row
+   ``n - 1`` of the previous column: a ``tf.roll`` by one row, times a 0/1 "has an upper
+   neighbour" mask over the rows that zeroes what the first row of every image sees;
 3. :func:`skewed_scan` runs one ``tf.while_loop`` over the ``T`` columns;
 4. the outputs are unskewed, each direction flipped back, and the directions concatenated on
    the channel axis in direction order.
@@ -72,24 +69,6 @@ class MDLSTMParams(NamedTuple):
     output_peephole: tf.Tensor  # [D, u, Q]  memory m -> the last Q gate columns
 
 
-class UpperNeighbours(NamedTuple):
-    """Which row of the previous column is a row's upper predecessor: row ``n - stride``
-    (indices wrapping around) where ``mask[n]`` is 1; rows with ``mask[n] = 0`` have none."""
-
-    mask: tf.Tensor  # [N] 0/1 in the scan's dtype
-    stride: tf.Tensor  # scalar int32: B in the layout n = r * B + b
-
-    def of(self, states: tf.Tensor) -> tf.Tensor:
-        """``[D, k, N]`` states as the rows below see them: row ``n`` gets row ``n - stride``,
-        times the mask."""
-        return tf.roll(states, self.stride, axis=2) * self.mask
-
-    def back(self, grads: tf.Tensor) -> tf.Tensor:
-        """The adjoint of :meth:`of`: gradients ``[D, k, N]`` w.r.t. the upper neighbours'
-        states, returned to the rows they came from."""
-        return tf.roll(grads * self.mask, -self.stride, axis=2)
-
-
 def mdlstm_dense(
     x: tf.Tensor,
     mask: tf.Tensor,
@@ -116,11 +95,11 @@ def mdlstm_dense(
       zero at invalid cells.
     """
     compiled = kernel == "compiled"
-    cols, mask_cols, up, weights, vo = _loop_inputs(x, mask, params, in_loop, compiled)
+    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, in_loop, compiled)
     if compiled:
-        h_all = compiled_scan(cols, mask_cols, up, weights, vo, cell, in_loop)
+        h_all = compiled_scan(cols, mask_cols, up_mask, weights, vo, cell, in_loop)
     else:
-        h_all = skewed_scan(cols, mask_cols, up, weights, vo, cell, in_loop, stack_residuals)
+        h_all = skewed_scan(cols, mask_cols, up_mask, weights, vo, cell, in_loop, stack_residuals)
     return _from_columns(h_all, tf.shape(x))
 
 
@@ -128,14 +107,14 @@ def mdlstm_dense_memory(
     x: tf.Tensor, mask: tf.Tensor, params: MDLSTMParams, cell: CellType
 ) -> tf.Tensor:
     """The memory states ``s`` of :func:`mdlstm_dense` in its output layout (no gradient)."""
-    cols, mask_cols, up, weights, vo = _loop_inputs(x, mask, params, in_loop=True, split=False)
-    _, s_ta, _, _ = _forward(cols, mask_cols, up, weights, vo, cell, in_loop=True)
+    cols, mask_cols, up_mask, weights, vo = _loop_inputs(x, mask, params, in_loop=True, split=False)
+    _, s_ta, _, _ = _forward(cols, mask_cols, up_mask, weights, vo, cell, in_loop=True)
     return _from_columns(s_ta.stack(), tf.shape(x))
 
 
 def _loop_inputs(x, mask, params: MDLSTMParams, in_loop: bool, split: bool):
     """The arguments of :func:`skewed_scan`: columns ``[T, D, K_x, N]``, mask
-    ``[T, D, 1, N]``, the :class:`UpperNeighbours`, the loop matmul's transposed weights
+    ``[T, D, 1, N]``, the upper-neighbour mask ``[N]``, the loop matmul's transposed weights
     (one or two, see there; always two when ``split``) and the transposed output peephole
     ``[D, Q, u]``."""
     directions = params.kernel.shape[0]
@@ -146,7 +125,7 @@ def _loop_inputs(x, mask, params: MDLSTMParams, in_loop: bool, split: bool):
     mask_cols = _to_columns(
         skew_mask(_stack_directions(mask, directions))[..., tf.newaxis], directions
     )
-    up = UpperNeighbours(tf.cast(tf.range(shape[0] * shape[1]) >= shape[0], x.dtype), shape[0])
+    up_mask = tf.cast(tf.range(shape[0] * shape[1]) % shape[1] != 0, x.dtype)
     if in_loop:
         rows = tf.concat([params.kernel, params.bias[:, tf.newaxis, :], params.recurrent], axis=1)
     else:
@@ -164,7 +143,7 @@ def _loop_inputs(x, mask, params: MDLSTMParams, in_loop: bool, split: bool):
         peephole = tf.pad(params.peephole, [[0, 0], [0, 0], [0, gates - peep]])
         weights = (tf.concat([rows, peephole], axis=1),)  # [D, K, G]
     return (
-        cols, mask_cols, up, tuple(tf.transpose(w, [0, 2, 1]) for w in weights),
+        cols, mask_cols, up_mask, tuple(tf.transpose(w, [0, 2, 1]) for w in weights),
         tf.transpose(params.output_peephole, [0, 2, 1]),
     )
 
@@ -180,10 +159,10 @@ def _stack_directions(t: tf.Tensor, directions: int) -> tf.Tensor:
 
 
 def _to_columns(t: tf.Tensor, directions: int) -> tf.Tensor:
-    """Skewed ``[D * B, H, T, K]`` -> ``[T, D, K, N]``, ``N = H * B``, ``n = r * B + b``."""
+    """Skewed ``[D * B, H, T, K]`` -> ``[T, D, K, N]``, ``N = B * H``."""
     shape = tf.shape(t)
     t = tf.reshape(t, [directions, -1, shape[1], shape[2], shape[3]])
-    t = tf.transpose(t, [3, 0, 4, 2, 1])
+    t = tf.transpose(t, [3, 0, 4, 1, 2])
     return tf.reshape(t, [shape[2], directions, shape[3], -1])
 
 
@@ -191,8 +170,8 @@ def _from_columns(cols: tf.Tensor, shape: tf.Tensor) -> tf.Tensor:
     """Columns ``[T, D, u, N]`` -> ``[B, H, W, D * u]`` (inverse of the layout above)."""
     directions, u = cols.shape[1], cols.shape[2]
     batch, height, width = shape[0], shape[1], shape[2]
-    cols = tf.reshape(cols, [-1, directions, u, height, batch])
-    cols = tf.transpose(cols, [1, 4, 3, 0, 2])  # [D, B, H, T, u]
+    cols = tf.reshape(cols, [-1, directions, u, batch, height])
+    cols = tf.transpose(cols, [1, 3, 4, 0, 2])  # [D, B, H, T, u]
     cols = tf.reshape(cols, [directions * batch, height, -1, u])
     out = tf.reshape(unskew(cols, width), [directions, batch, height, width, u])
     return tf.concat([_flip(o, d) for d, o in enumerate(tf.unstack(out))], axis=-1)
@@ -201,7 +180,7 @@ def _from_columns(cols: tf.Tensor, shape: tf.Tensor) -> tf.Tensor:
 def skewed_scan(
     xin: tf.Tensor,
     mask: tf.Tensor,
-    up: UpperNeighbours,
+    up_mask: tf.Tensor,
     weights: tuple[tf.Tensor, ...],
     output_peephole: tf.Tensor,
     cell: CellType,
@@ -210,14 +189,14 @@ def skewed_scan(
 ) -> tf.Tensor:
     """One ``tf.while_loop`` over skewed columns, with a hand-written gradient.
 
-    Row ``n - up.stride`` is the upper predecessor of row ``n`` where ``up.mask[n]`` is 1
-    (the indices wrap around); rows with ``up.mask[n] = 0`` have none.
+    Row ``n - 1`` is the upper predecessor of row ``n`` where ``up_mask[n]`` is 1 (the
+    indices wrap around: row ``0``'s is row ``N - 1``); rows with ``up_mask[n] = 0`` have none.
 
     Args:
       xin: ``[T, D, K_x, N]``: raw input incl. a constant-1 channel (``in_loop``), else the
         precomputed core pre-activations ``W^T x + b`` (``K_x = G = 5u``).
       mask: ``[T, D, 1, N]`` cell validity (0/1).
-      up: which rows have an upper neighbour, and how far up it is.
+      up_mask: ``[N]`` 0/1: whether a row has an upper neighbour (row ``n - 1``).
       weights: the loop matmul's (transposed) weights over its input
         ``[(x; 1;) h1; h2; s1; s2]`` of ``K`` rows: either ``([D, G, K],)`` (one matmul, zero
         block included) or ``([D, P, K], [D, G - P, K - 2u])`` (peephole gates, other gates).
@@ -236,14 +215,14 @@ def skewed_scan(
 
     @tf.custom_gradient
     def scan(xin, vo, *weights):
-        h_ta, *residuals = _forward(xin, mask, up, weights, vo, cell, in_loop)
+        h_ta, *residuals = _forward(xin, mask, up_mask, weights, vo, cell, in_loop)
         h_all = h_ta.stack()
         if stack_residuals:
             residuals = [ta.stack() for ta in residuals]
 
         def grad(dh_all):
             dxin, dvo, dweights = _backward(
-                dh_all, xin, mask, up, weights, vo, h_all, *residuals, cell, in_loop
+                dh_all, xin, mask, up_mask, weights, vo, h_all, *residuals, cell, in_loop
             )
             return (dxin, dvo, *dweights)
 
@@ -255,7 +234,7 @@ def skewed_scan(
 def compiled_scan(
     xin: tf.Tensor,
     mask: tf.Tensor,
-    up: UpperNeighbours,
+    up_mask: tf.Tensor,
     weights: tuple[tf.Tensor, tf.Tensor],
     output_peephole: tf.Tensor,
     cell: CellType,
@@ -274,12 +253,11 @@ def compiled_scan(
     @tf.custom_gradient
     def scan(xin, vo, w_top, w_bot):
         h_all, s_all, acts = ops.tfnhr_mdlstm_scan_forward(
-            xin, mask, up.mask, up.stride, w_top, w_bot, vo, **attrs)
+            xin, mask, up_mask, w_top, w_bot, vo, **attrs)
 
         def grad(dh_all):  # (dxin, dvo, dw_top, dw_bot)
             return ops.tfnhr_mdlstm_scan_backward(
-                dh_all, xin, mask, up.mask, up.stride, w_top, w_bot, vo, h_all, s_all, acts,
-                **attrs)
+                dh_all, xin, mask, up_mask, w_top, w_bot, vo, h_all, s_all, acts, **attrs)
 
         return h_all, grad
 
@@ -302,7 +280,7 @@ def _gates(weights, x_t, inp, peep: int, in_loop: bool):
     return z_top + x_top, z_bot + x_bot
 
 
-def _forward(xin, mask, up: UpperNeighbours, weights, vo, cell, in_loop):
+def _forward(xin, mask, up_mask, weights, vo, cell, in_loop):
     """Returns TensorArrays over columns of ``h``, ``s``, the cell's saved ``acts`` and the
     loop matmul's input."""
     steps = tf.shape(xin)[0]
@@ -312,7 +290,7 @@ def _forward(xin, mask, up: UpperNeighbours, weights, vo, cell, in_loop):
 
     def body(t, h, s, h_ta, s_ta, acts_ta, inp_ta):
         x_t, m_t = tf.gather(xin, t), tf.gather(mask, t)
-        h_up, s_up = up.of(h), up.of(s)
+        h_up, s_up = tf.roll(h, 1, axis=2) * up_mask, tf.roll(s, 1, axis=2) * up_mask
         inp = tf.concat(([x_t] if in_loop else []) + [h, h_up, s, s_up], axis=1)
         z_top, z_bot = _gates(weights, x_t, inp, peep, in_loop)
         y, s_new, acts = cell.forward(z_top, z_bot, s, s_up, vo)
@@ -333,8 +311,7 @@ def _column(columns: tf.Tensor | tf.TensorArray, t: tf.Tensor) -> tf.Tensor:
 
 
 def _backward(
-    dh_all, xin, mask, up: UpperNeighbours, weights, vo, h_all, s_all, acts_all, inp_all, cell,
-    in_loop,
+    dh_all, xin, mask, up_mask, weights, vo, h_all, s_all, acts_all, inp_all, cell, in_loop
 ):
     """Reverse loop: returns the gradients of ``xin``, ``vo`` and ``weights``."""
     steps = tf.shape(xin)[0]
@@ -365,8 +342,8 @@ def _backward(
                 dweights[1] + tf.matmul(dz_bot, inp[:, :weights[1].shape[2]], transpose_b=True),
             ]
         dx, dh1, dh2, ds1m, ds2m = tf.split(dinp, [k_x, u, u, u, u], axis=1)
-        gh = dh1 + up.back(dh2)
-        gs = ds1 + ds1m + up.back(ds2 + ds2m)
+        gh = dh1 + tf.roll(dh2 * up_mask, -1, axis=2)
+        gs = ds1 + ds1m + tf.roll((ds2 + ds2m) * up_mask, -1, axis=2)
         return i + 1, gh, gs, dvo + dvo_t, dweights, dx_ta.write(t, dx if in_loop else dz)
 
     _, _, _, dvo, dweights, dx_ta = tf.while_loop(

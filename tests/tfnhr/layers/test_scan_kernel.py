@@ -76,28 +76,6 @@ def test_compiled_scan_masks_columns_and_images_without_valid_cells(cell_name):
         np.testing.assert_allclose(value.numpy(), reference.numpy(), rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("in_loop", [True, False])
-def test_compiled_scan_matmuls_over_valid_spans_agree_with_the_ops_scan(in_loop):
-    """Enough rows (N = 9 images x 7 rows = 63) that the compiled scan's matmuls cover only part
-    of a column: the skew triangles' columns (valid rows 0..t of the image-row-major layout),
-    images of different widths (the last columns' spans start past row 0) and holes. Outputs and
-    all gradients agree with the TensorFlow-ops scan, which computes every row."""
-    cell = CELL_TYPES["leaky_lp"]
-    rng = np.random.default_rng(11)
-    batch, height, width = 9, 7, 10
-    x = tf.constant(rng.normal(size=(batch, height, width, 3)), tf.float64)
-    widths = rng.integers(3, width + 1, batch)
-    mask = (np.arange(width) < widths[:, None, None]) & (rng.random((batch, height, width)) > 0.1)
-    mask = tf.constant(np.broadcast_to(mask, (batch, height, width)), tf.float64)
-    params = _params(rng, cell, 4, 3, 9, tf.float64)
-    probe = tf.constant(rng.normal(size=(batch, height, width, 36)), tf.float64)
-    ops = _value_and_gradients("ops", x, mask, params, cell, in_loop, probe)
-    compiled = _value_and_gradients("compiled", x, mask, params, cell, in_loop, probe)
-    for reference, value in zip(ops, compiled):
-        assert float(tf.reduce_max(tf.abs(reference))) > 0.0
-        np.testing.assert_allclose(value.numpy(), reference.numpy(), rtol=1e-10, atol=1e-12)
-
-
 def test_layer_kernels_agree_on_a_packed_ragged_batch_in_float32():
     rng = np.random.default_rng(3)
     images = ragged_stack([rng.normal(size=(h, w, 2)).astype(np.float32) for h, w in [(3, 7), (5, 2), (1, 9), (4, 4)]])

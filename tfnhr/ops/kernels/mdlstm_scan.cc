@@ -8,26 +8,18 @@
 //   xin    [T, D, Kx, N]  raw input incl. a constant-1 channel (in_loop) or the precomputed
 //                         core pre-activations W^T x + b (Kx = G = 5u)
 //   mask   [T, D, 1, N]   cell validity (0/1)
-//   up     [N]            0/1: row n has an upper neighbour (row n - stride, indices wrapping)
-//   stride                scalar: how far a row's upper neighbour is (the batch size B in the
-//                         layer's layout n = r B + b, image row r of image b)
+//   up     [N]            0/1: row n has an upper neighbour (row n - 1)
 //   w_top  [D, P, K]      loop weights of the peephole gates over [(x;) h1; h2; s1; s2]
 //   w_bot  [D, G - P, Kb] loop weights of the other gates over [(x;) h1; h2] (Kb = K - 2u)
 //   vo     [D, Q, u]      the output gates' memory weights
 // Forward outputs h, s [T, D, u, N] (masked) and the saved activations acts [T, D, 7u, N]
 // (layout of tfnhr.layers.mdlstm_cells).  Directions are independent and run in parallel on
 // TensorFlow's intra-op threads.
-//
-// The loop's matmuls of a column cover only the rows from its first to its last valid cell
-// (the mask's nonzero span); the rows outside it get zero pre-activations and gradients.  In the
-// layer's image-row-major layout the skew triangles lie outside these spans, so that their
-// cells (about (H - 1) / (W + H - 1) of the columns' rows) cost no matmul work.
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "Eigen/Core"
@@ -58,39 +50,6 @@ template <typename T>
 using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <typename T>
 using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-// Columns [lo, hi) of a row-major [rows, N] block, without copying.
-template <typename T>
-using SpanMap = Eigen::Map<Matrix<T>, 0, Eigen::OuterStride<>>;
-template <typename T>
-using ConstSpanMap = Eigen::Map<const Matrix<T>, 0, Eigen::OuterStride<>>;
-
-// Rows the span is rounded to: Eigen's matrix product handles the rows of a block in whole
-// packets of 16 floats and the rest one by one, so that an odd span (say 71 rows instead of
-// 72) made the products slower than over all N rows (measured: 10 % on packed canvases).
-constexpr int64_t kSpanRows = 16;
-
-// A span [lo, hi) of rows holding every nonzero of a column's mask [N]: from its first to its
-// last nonzero, lo rounded down and the length up to a multiple of kSpanRows (within N);
-// (0, 0) when it has none.
-template <typename T>
-std::pair<int64_t, int64_t> ValidSpan(const T* mask, int64_t n) {
-  int64_t lo = 0, hi = n;
-  while (lo < n && mask[lo] == T(0)) ++lo;
-  if (lo == n) return {0, 0};
-  while (mask[hi - 1] == T(0)) --hi;
-  lo -= lo % kSpanRows;
-  hi = std::min(n, lo + (hi - lo + kSpanRows - 1) / kSpanRows * kSpanRows);
-  return {lo, hi};
-}
-
-// Zeroes the columns outside [lo, hi) of a row-major [rows, N] block.
-template <typename T>
-void ZeroOutsideSpan(T* block, int64_t rows, int64_t n, int64_t lo, int64_t hi) {
-  for (int64_t r = 0; r < rows; ++r) {
-    std::fill(block + r * n, block + r * n + lo, T(0));
-    std::fill(block + r * n + hi, block + (r + 1) * n, T(0));
-  }
-}
 
 enum class Cell { kLeakyLp, kLeakyLpNewState, kLstm };
 
@@ -111,17 +70,17 @@ auto Sigmoid(const Eigen::ArrayBase<Derived>& z) {
 
 // Sizes shared by both ops.
 struct ScanDims {
-  int64_t steps, directions, kx, n, units, gates, peep, out_gates, k, kb, stride;
+  int64_t steps, directions, kx, n, units, gates, peep, out_gates, k, kb;
   bool in_loop;
 };
 
 // Fills inp [K, N] for one column and direction: [(x;) h1; h2; s1; s2] where h1, s1 are the
-// previous column's states (zero before the first) and h2, s2 their rows rolled down by the
-// stride (row n gets row n - stride, wrapping), times the upper-neighbour mask.
+// previous column's states (zero before the first) and h2, s2 their rows rolled down by one,
+// times the upper-neighbour mask.
 template <typename T>
 void LoopInput(const ScanDims& dims, const T* x_t, const T* h_prev, const T* s_prev,
                const T* up, T* inp) {
-  const int64_t n = dims.n, u = dims.units, stride = dims.stride;
+  const int64_t n = dims.n, u = dims.units;
   T* out = inp;
   if (dims.in_loop) {
     std::memcpy(out, x_t, sizeof(T) * dims.kx * n);
@@ -137,9 +96,8 @@ void LoopInput(const ScanDims& dims, const T* x_t, const T* h_prev, const T* s_p
       for (int64_t r = 0; r < u; ++r) {
         const T* row = state + r * n;
         T* dst = upper + r * n;
-        const int64_t wrapped = std::min(stride, n);
-        for (int64_t i = 0; i < wrapped; ++i) dst[i] = row[n - stride + i] * up[i];
-        for (int64_t i = stride; i < n; ++i) dst[i] = row[i - stride] * up[i];
+        dst[0] = row[n - 1] * up[0];
+        for (int64_t i = 1; i < n; ++i) dst[i] = row[i - 1] * up[i];
       }
     }
     out += 2 * u * n;
@@ -241,11 +199,11 @@ void CellBackward(Cell cell, int64_t u, int64_t n, const T* acts, const T* y_ptr
   ds1 = dsbar * l;
 }
 
-Status CheckInputs(const Tensor& xin, const Tensor& mask, const Tensor& up, const Tensor& stride,
-                   const Tensor& w_top, const Tensor& w_bot, const Tensor& vo, Cell cell,
-                   bool in_loop, ScanDims* dims) {
-  if (xin.dims() != 4 || mask.dims() != 4 || up.dims() != 1 || stride.dims() != 0 ||
-      w_top.dims() != 3 || w_bot.dims() != 3 || vo.dims() != 3) {
+Status CheckInputs(const Tensor& xin, const Tensor& mask, const Tensor& up, const Tensor& w_top,
+                   const Tensor& w_bot, const Tensor& vo, Cell cell, bool in_loop,
+                   ScanDims* dims) {
+  if (xin.dims() != 4 || mask.dims() != 4 || up.dims() != 1 || w_top.dims() != 3 ||
+      w_bot.dims() != 3 || vo.dims() != 3) {
     return InvalidArgument("mdlstm scan: wrong input ranks");
   }
   dims->in_loop = in_loop;
@@ -259,7 +217,6 @@ Status CheckInputs(const Tensor& xin, const Tensor& mask, const Tensor& up, cons
   dims->out_gates = vo.dim_size(1);
   dims->k = w_top.dim_size(2);
   dims->kb = w_bot.dim_size(2);
-  dims->stride = stride.scalar<int32_t>()();
   const int64_t u = dims->units;
   if (dims->gates != 5 * u || dims->peep != PeepholeGates(cell) * u ||
       dims->out_gates != OutputGates(cell) * u ||
@@ -270,9 +227,6 @@ Status CheckInputs(const Tensor& xin, const Tensor& mask, const Tensor& up, cons
       w_top.dim_size(0) != dims->directions || w_bot.dim_size(0) != dims->directions ||
       vo.dim_size(0) != dims->directions) {
     return InvalidArgument("mdlstm scan: inconsistent input shapes");
-  }
-  if (dims->stride < 1 || dims->stride > std::max<int64_t>(dims->n, 1)) {
-    return InvalidArgument("mdlstm scan: the upper-neighbour stride must be in [1, N]");
   }
   return Status();
 }
@@ -320,11 +274,9 @@ class ScanForwardOp : public ScanOpBase {
 
   void Compute(OpKernelContext* context) override {
     const Tensor &xin = context->input(0), &mask = context->input(1), &up = context->input(2),
-                 &stride_t = context->input(3), &w_top = context->input(4),
-                 &w_bot = context->input(5), &vo = context->input(6);
+                 &w_top = context->input(3), &w_bot = context->input(4), &vo = context->input(5);
     ScanDims dims;
-    OP_REQUIRES_OK(context,
-                   CheckInputs(xin, mask, up, stride_t, w_top, w_bot, vo, cell_, in_loop_, &dims));
+    OP_REQUIRES_OK(context, CheckInputs(xin, mask, up, w_top, w_bot, vo, cell_, in_loop_, &dims));
     const int64_t steps = dims.steps, dirs = dims.directions, u = dims.units, n = dims.n;
     Tensor *h = nullptr, *s = nullptr, *acts = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({steps, dirs, u, n}), &h));
@@ -346,18 +298,11 @@ class ScanForwardOp : public ScanOpBase {
         const T* h_prev = t ? h_all + ((t - 1) * dirs + d) * u * n : nullptr;
         const T* s_prev = t ? s_all + ((t - 1) * dirs + d) * u * n : nullptr;
         LoopInput(dims, x_t, h_prev, s_prev, up_mask, inp.data());
-        const T* m_t = m_all + col * n;
-        const auto [lo, hi] = ValidSpan(m_t, n);
-        const Eigen::OuterStride<> rows(n);
-        ZeroOutsideSpan(z.data(), dims.gates, n, lo, hi);
-        if (hi > lo) {
-          SpanMap<T>(z.data() + lo, dims.peep, hi - lo, rows).noalias() =
-              ConstMatrixMap<T>(wt, dims.peep, dims.k) *
-              ConstSpanMap<T>(inp.data() + lo, dims.k, hi - lo, rows);
-          SpanMap<T>(z.data() + dims.peep * n + lo, dims.gates - dims.peep, hi - lo, rows)
-              .noalias() = ConstMatrixMap<T>(wb, dims.gates - dims.peep, dims.kb) *
-                           ConstSpanMap<T>(inp.data() + lo, dims.kb, hi - lo, rows);
-        }
+        MatrixMap<T>(z.data(), dims.peep, n).noalias() =
+            ConstMatrixMap<T>(wt, dims.peep, dims.k) * ConstMatrixMap<T>(inp.data(), dims.k, n);
+        MatrixMap<T>(z.data() + dims.peep * n, dims.gates - dims.peep, n).noalias() =
+            ConstMatrixMap<T>(wb, dims.gates - dims.peep, dims.kb) *
+            ConstMatrixMap<T>(inp.data(), dims.kb, n);
         if (!in_loop_) {
           ArrayMap<T>(z.data(), dims.gates * n) += ConstArrayMap<T>(x_t, dims.gates * n);
         }
@@ -365,6 +310,7 @@ class ScanForwardOp : public ScanOpBase {
         T* s_new = s_all + col * u * n;
         CellForward(cell_, u, n, z.data(), inp.data() + s_rows * n,
                     inp.data() + (s_rows + u) * n, vo_d, y, s_new, acts_all + col * 7 * u * n);
+        const T* m_t = m_all + col * n;
         for (int64_t r = 0; r < u; ++r) {
           for (int64_t i = 0; i < n; ++i) {
             y[r * n + i] *= m_t[i];
@@ -383,12 +329,11 @@ class ScanBackwardOp : public ScanOpBase {
 
   void Compute(OpKernelContext* context) override {
     const Tensor &dh = context->input(0), &xin = context->input(1), &mask = context->input(2),
-                 &up = context->input(3), &stride_t = context->input(4),
-                 &w_top = context->input(5), &w_bot = context->input(6), &vo = context->input(7),
-                 &h = context->input(8), &s = context->input(9), &acts = context->input(10);
+                 &up = context->input(3), &w_top = context->input(4),
+                 &w_bot = context->input(5), &vo = context->input(6), &h = context->input(7),
+                 &s = context->input(8), &acts = context->input(9);
     ScanDims dims;
-    OP_REQUIRES_OK(context,
-                   CheckInputs(xin, mask, up, stride_t, w_top, w_bot, vo, cell_, in_loop_, &dims));
+    OP_REQUIRES_OK(context, CheckInputs(xin, mask, up, w_top, w_bot, vo, cell_, in_loop_, &dims));
     const int64_t steps = dims.steps, dirs = dims.directions, u = dims.units, n = dims.n;
     const TensorShape state_shape({steps, dirs, u, n});
     OP_REQUIRES(context,
@@ -410,8 +355,7 @@ class ScanBackwardOp : public ScanOpBase {
             *acts_all = acts.flat<T>().data();
     T* dx_all = dxin->flat<T>().data();
     const int64_t cost = steps * n * (3 * dims.gates * dims.k + 60 * u);
-    const int64_t kx = in_loop_ ? dims.kx : 0, g_bot = dims.gates - dims.peep,
-                  stride = dims.stride;
+    const int64_t kx = in_loop_ ? dims.kx : 0, g_bot = dims.gates - dims.peep;
     ForEachDirection(context, dirs, cost, [&](int64_t d) {
       const auto [wt, wb, vo_d] = DirectionWeights<T>(dims, w_top, w_bot, vo, d);
       T* dwt_d = dwt->flat<T>().data() + d * dims.peep * dims.k;
@@ -437,30 +381,23 @@ class ScanBackwardOp : public ScanOpBase {
         const T* s_prev = t ? s_all + ((t - 1) * dirs + d) * un : nullptr;
         const T* x_t = x_all + col * dims.kx * n;
         LoopInput(dims, x_t, h_prev, s_prev, up_mask, inp.data());
-        // dz is zero outside the valid span (dy, ds are masked), so the products over the
-        // span are the whole column's.
-        const auto [lo, hi] = ValidSpan(m_t, n);
-        const Eigen::OuterStride<> rows(n);
-        ZeroOutsideSpan(dinp.data(), dims.k, n, lo, hi);
-        if (hi > lo) {
-          ConstSpanMap<T> dz_top(dz.data() + lo, dims.peep, hi - lo, rows),
-              dz_bot(dz.data() + dims.peep * n + lo, g_bot, hi - lo, rows),
-              inp_span(inp.data() + lo, dims.k, hi - lo, rows);
-          SpanMap<T> dinp_m(dinp.data() + lo, dims.k, hi - lo, rows);
-          dinp_m.noalias() = ConstMatrixMap<T>(wt, dims.peep, dims.k).transpose() * dz_top;
-          dinp_m.topRows(dims.kb).noalias() +=
-              ConstMatrixMap<T>(wb, g_bot, dims.kb).transpose() * dz_bot;
-          MatrixMap<T>(dwt_d, dims.peep, dims.k).noalias() += dz_top * inp_span.transpose();
-          MatrixMap<T>(dwb_d, g_bot, dims.kb).noalias() +=
-              dz_bot * inp_span.topRows(dims.kb).transpose();
-        }
+        ConstMatrixMap<T> dz_top(dz.data(), dims.peep, n), dz_bot(dz.data() + dims.peep * n,
+                                                                   g_bot, n);
+        MatrixMap<T> dinp_m(dinp.data(), dims.k, n);
+        dinp_m.noalias() = ConstMatrixMap<T>(wt, dims.peep, dims.k).transpose() * dz_top;
+        dinp_m.topRows(dims.kb).noalias() +=
+            ConstMatrixMap<T>(wb, g_bot, dims.kb).transpose() * dz_bot;
+        MatrixMap<T>(dwt_d, dims.peep, dims.k).noalias() +=
+            dz_top * ConstMatrixMap<T>(inp.data(), dims.k, n).transpose();
+        MatrixMap<T>(dwb_d, g_bot, dims.kb).noalias() +=
+            dz_bot * ConstMatrixMap<T>(inp.data(), dims.kb, n).transpose();
         T* dx_t = dx_all + col * dims.kx * n;
         if (in_loop_) {
           std::memcpy(dx_t, dinp.data(), sizeof(T) * kx * n);
         } else {
           std::memcpy(dx_t, dz.data(), sizeof(T) * dims.gates * n);
         }
-        // gh = dh1 + roll(dh2 * up, -stride); gs = ds1 + ds1m + roll((ds2 + ds2m) * up, -stride).
+        // gh = dh1 + roll(dh2 * up, -1); gs = ds1 + ds1m + roll((ds2 + ds2m) * up, -1).
         const T* dh1 = dinp.data() + kx * n;
         const T* dh2 = dh1 + un;
         const T* ds1m = dh2 + un;
@@ -468,7 +405,7 @@ class ScanBackwardOp : public ScanOpBase {
         for (int64_t r = 0; r < u; ++r) {
           const int64_t o = r * n;
           for (int64_t i = 0; i < n; ++i) {
-            const int64_t next = i + stride < n ? i + stride : i + stride - n;
+            const int64_t next = i + 1 < n ? i + 1 : 0;
             gh[o + i] = dh1[o + i] + dh2[o + next] * up_mask[next];
             gs[o + i] = ds1[o + i] + ds1m[o + i] + (ds2[o + next] + ds2m[o + next]) * up_mask[next];
           }
@@ -486,7 +423,6 @@ REGISTER_OP("TfnhrMdlstmScanForward")
     .Input("xin: T")
     .Input("mask: T")
     .Input("up_mask: T")
-    .Input("up_stride: int32")
     .Input("w_top: T")
     .Input("w_bot: T")
     .Input("output_peephole: T")
@@ -499,7 +435,7 @@ REGISTER_OP("TfnhrMdlstmScanForward")
     .SetShapeFn([](tfnhr::InferenceContext* c) {
       tfnhr::ShapeHandle xin, vo;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &xin));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(6), 3, &vo));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 3, &vo));
       auto units = c->Dim(vo, 2);
       tensorflow::shape_inference::DimensionHandle acts_rows;
       TF_RETURN_IF_ERROR(c->Multiply(units, 7, &acts_rows));
@@ -515,7 +451,6 @@ REGISTER_OP("TfnhrMdlstmScanBackward")
     .Input("xin: T")
     .Input("mask: T")
     .Input("up_mask: T")
-    .Input("up_stride: int32")
     .Input("w_top: T")
     .Input("w_bot: T")
     .Input("output_peephole: T")
@@ -531,9 +466,9 @@ REGISTER_OP("TfnhrMdlstmScanBackward")
     .Attr("in_loop: bool")
     .SetShapeFn([](tfnhr::InferenceContext* c) {
       c->set_output(0, c->input(1));
-      c->set_output(1, c->input(7));
-      c->set_output(2, c->input(5));
-      c->set_output(3, c->input(6));
+      c->set_output(1, c->input(6));
+      c->set_output(2, c->input(4));
+      c->set_output(3, c->input(5));
       return Status();
     });
 
