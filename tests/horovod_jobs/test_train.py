@@ -41,6 +41,11 @@ TINY_MLCN = ["--model", "mlcn", "--lanes", "2", "--width", "1", "--depth", "1", 
              "--limit-train", "128", "--limit-test", "64", "--batch-size", "32"]
 NHR_FILES = {"best.keras", "last.keras", "state.json", "charset.json", "log.csv", "summary.json", "tensorboard", "curves.png"}
 MLCN_FILES = {"model.keras", "placement.json", "log.csv", "summary.json"}
+# 200 epochs of the tiny MLCN over 2 ranks, for the tests that stop a rank mid-training. Round robin:
+# each rank surely gets one of the 2 lanes (greedy on probed speeds may leave a rank that probed
+# slow on a loaded machine without one, and the job then fails before training).
+LONG_MODEL_PARALLEL_MLCN = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1",
+                            "--parallel", "model", "--placement", "round_robin", "--out", "out"]
 JOB_ENV = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
            "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
 
@@ -186,10 +191,7 @@ def test_mlcn_model_parallel_on_two_ranks_trains_and_resumes_as_one_process(horo
 def test_mlcn_model_parallel_rank_that_dies_ends_the_job(horovodrun, tmp_path):
     """Rank 1 is killed (SIGKILL) mid-training, once rank 0 has logged its first epoch: every rank
     exits, non-zero, within seconds (well before the 200 epochs or the launcher's 300-s limit)."""
-    # Round robin: each rank surely gets one of the 2 lanes (greedy on probed speeds may leave a
-    # rank that probed slow on a loaded machine without one, and the job then fails before training).
-    args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model",
-            "--placement", "round_robin", "--out", "out"]
+    args = LONG_MODEL_PARALLEL_MLCN
     result, _ = launch(horovodrun, tmp_path, args, prefix=signal_rank_1_after_first_epoch("KILL"))
     ended = time.time()
     assert result.returncode != 0
@@ -216,10 +218,7 @@ def test_mlcn_model_parallel_rank_that_hangs_ends_the_job(horovodrun, tmp_path):
     """Rank 1 freezes (SIGSTOP) mid-training, once rank 0 has logged its first epoch: rank 0's
     collective times out after Gloo's timeout (10 s here), it exits with a one-line reason, and
     ``horovodrun`` ends rank 1 (well before the 200 epochs or the launcher's 300-s limit)."""
-    # Round robin: each rank surely gets one of the 2 lanes (greedy on probed speeds may leave a
-    # rank that probed slow on a loaded machine without one, and the job then fails before training).
-    args = ["--task", "mlcn", *TINY_MLCN, "--epochs", "200", "--threads", "1", "--parallel", "model",
-            "--placement", "round_robin", "--out", "out"]
+    args = LONG_MODEL_PARALLEL_MLCN
     result, _ = launch(horovodrun, tmp_path, args, prefix=signal_rank_1_after_first_epoch("STOP"),
                        env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "10"})
     ended = time.time()
