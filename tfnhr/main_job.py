@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", choices=MODEL_PRESETS, default=MODEL,
                         help="recognizer size (tfnhr.models.recognizer.PRESETS)")
     parser.add_argument("--dropout", type=TRAIN["dropout"].type, default=DROPOUT, help="dropout on MDLSTM outputs")
+    parser.add_argument("--confidence-penalty", type=TRAIN["confidence_penalty"].type, default=0.0, metavar="WEIGHT",
+                        help="weight of the output columns' entropy subtracted from the CTC loss (not a gain at "
+                             "this budget: docs/performance.md)")
     parser.add_argument("--batch-pixels", type=int, default=BATCH_PIXELS,
                         help="pixel budget of one batch (of each worker's with --workers; 32-px lines take about 13,000 each)")
     parser.add_argument("--normalize-spacing", action="store_true",
@@ -144,7 +147,8 @@ def training_options(args: argparse.Namespace, data: Path, epochs: int, time_lim
     return TrainOptions(
         data=data, out=args.out / "model", preset=args.model, block=((2, 2), (2, 2)), height=IMAGE_HEIGHT,
         batch_pixels=args.batch_pixels, epochs=epochs, time_limit=time_limit, seed=args.seed,
-        augment=args.augment, dropout=args.dropout, normalize_spacing=args.normalize_spacing, overwrite=True,
+        augment=args.augment, dropout=args.dropout, confidence_penalty=args.confidence_penalty,
+        normalize_spacing=args.normalize_spacing, overwrite=True,
         validate_every=validation_interval(validate_lines, args.batch_pixels, args.workers))
 
 
@@ -154,7 +158,8 @@ def worker_flags(options: TrainOptions) -> list[str]:
             "--block", *(f"{h}x{w}" for h, w in options.block), "--height", str(options.height),
             "--batch-pixels", str(options.batch_pixels), "--epochs", str(options.epochs),
             "--time-limit", str(options.time_limit), "--seed", str(options.seed), "--augment", options.augment,
-            "--dropout", str(options.dropout), "--validate-every", str(options.validate_every),
+            "--dropout", str(options.dropout), "--confidence-penalty", str(options.confidence_penalty),
+            "--validate-every", str(options.validate_every),
             "--normalize-spacing" if options.normalize_spacing else "--no-normalize-spacing", "--overwrite"]
 
 

@@ -124,6 +124,7 @@ TRAIN: dict[str, Range] = {
     "anneal": Range(0, 1, high_open=True, none=True),
     "sort_window": COUNT,
     "ema": Range(0, 1, high_open=True, none=True),
+    "confidence_penalty": Range(0, 10),
     "threads": Range(0, integer=True, none=True),
     "seed": NONNEGATIVE_COUNT,
     "max_train": Range(1, integer=True, none=True),

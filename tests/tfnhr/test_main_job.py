@@ -75,7 +75,8 @@ def test_batch_pixels_below_one_line_is_refused_in_one_line(capsys):
 
 
 @pytest.mark.parametrize("argv", [[], ["--model", "large", "--augment", "strong", "--batch-pixels", "60000",
-                                      "--workers", "2", "--seed", "3", "--dropout", "0.25", "--normalize-spacing"]])
+                                      "--workers", "2", "--seed", "3", "--dropout", "0.25", "--normalize-spacing",
+                                      "--confidence-penalty", "0.1"]])
 def test_the_workers_train_with_the_options_of_the_main_job(argv, tmp_path):
     """The flags handed to Horovod workers, read back by ``tfnhr train``'s parser, are exactly the
     options that the main job trains with in this process."""

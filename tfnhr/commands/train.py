@@ -33,7 +33,7 @@ FLAG_FIELDS = {"preset": "preset", "units": "mdlstm_units", "filters": "conv_fil
                "halve_on": "halve_on", "halve_start": "halve_start", "halve_patience": "halve_patience",
                "halve_margin": "halve_margin", "seed": "seed", "augment": "augment",
                "validate_every": "validate_every", "anneal": "anneal", "sort_window": "sort_window", "ema": "ema",
-               "normalize_spacing": "normalize_spacing"}
+               "confidence_penalty": "confidence_penalty", "normalize_spacing": "normalize_spacing"}
 """Options whose flags are only set when given (so a config file can supply them) -> the
 :class:`~tfnhr.training.TrainOptions` field."""
 
@@ -43,7 +43,7 @@ HELP_DEFAULTS = {"out": Path("runs/recognizer"), "preset": DEFAULT_MODEL_PRESET,
                  "cell": "leaky_lp", "batch_pixels": None, "epochs": 80, "learning_rate": 0.005, "optimizer": "adam",
                  "clipnorm": 10.0, "seed": 0, "halve_start": 0.5, "halve_patience": 2, "halve_margin": 1.0,
                  "augment": "default", "anneal": 0.5, "sort_window": 1, "ema": 0.99,
-                 "normalize_spacing": False}
+                 "confidence_penalty": 0.0, "normalize_spacing": False}
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,6 +107,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="validate, checkpoint and keep a moving average of the weights over the updates "
                              "(0.99: about the last 100); 'none': the last update's weights "
                              f"(default {defaults.ema})")
+    parser.add_argument("--confidence-penalty", type=TRAIN["confidence_penalty"].type, default=unset, metavar="WEIGHT",
+                        help="subtract WEIGHT times the entropy of the output columns from each line's CTC loss, so "
+                             "that the model is less sure of its readings (helps the width ensemble and the LM; "
+                             f"docs/recognizer.md); 0: CTC alone (default {defaults.confidence_penalty:g})")
     parser.add_argument("--normalize-spacing", action=argparse.BooleanOptionalAction, default=unset,
                         help="scale every line's width so that its vertical strokes lie the training lines' median "
                              "distance apart, in training and when the model reads (docs/recognizer.md) "

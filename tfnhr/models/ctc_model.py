@@ -24,8 +24,28 @@ from tfnhr.charset import BLANK_INDEX, Charset
 from tfnhr.precision import dtype_policy
 
 
+def column_entropy(column_scores: tf.RaggedTensor) -> tf.Tensor:
+    """Per example, the entropy (nats) of its column distributions summed over its columns:
+    float32 ``[B]`` from logits ragged ``[B, (T), K]``, ``sum_t -sum_k p_tk log p_tk`` with
+    ``p_t = softmax(scores_t)``; 0 for an example without columns.
+
+    Subtracted, times a weight, from the CTC loss it is the confidence penalty of Pereyra et al.
+    (2017) on every output column: it keeps the columns' distributions from collapsing onto one
+    class, so that readings of the same line in several views (:mod:`tfnhr.width_ensemble`) and
+    the beam search weigh their alternatives by probabilities that are not all 0 or 1.
+    """
+    log_probabilities = tf.nn.log_softmax(tf.cast(column_scores.flat_values, tf.float32), axis=-1)
+    entropies = -tf.reduce_sum(tf.exp(log_probabilities) * log_probabilities, axis=-1)
+    return tf.reduce_sum(tf.RaggedTensor.from_nested_row_splits(entropies, column_scores.nested_row_splits), axis=1)
+
+
 class CtcModel(keras.Model):
     """A recognizer trained with CTC; see the module docstring.
+
+    ``model.fit`` minimises the mean CTC loss per example minus :attr:`confidence_penalty` times
+    the summed entropy of each example's column distributions (:func:`column_entropy`); set the
+    attribute before ``fit`` (``tfnhr train --confidence-penalty`` does). It is a training
+    setting, not saved with the model.
 
     Args:
       charset: the :class:`~tfnhr.charset.Charset` (or its ``to_config()`` dict); saved with
@@ -50,6 +70,7 @@ class CtcModel(keras.Model):
         self.stroke_spacing = None if stroke_spacing is None else float(stroke_spacing)
         self.charset = charset if isinstance(charset, Charset) else Charset.from_config(charset)
         self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.confidence_penalty = 0.0
 
     @property
     def width_reduction(self) -> int:
@@ -119,8 +140,12 @@ class CtcModel(keras.Model):
     def train_step(self, data):
         images, labels = data
         with tf.GradientTape() as tape:
-            loss = self.ctc_loss(labels, self(images, training=True))
-            scaled = self.optimizer.scale_loss(loss)  # mixed_float16: Keras' loss-scaling optimizer
+            column_scores = self(images, training=True)
+            loss = self.ctc_loss(labels, column_scores)
+            objective = loss
+            if self.confidence_penalty:
+                objective -= self.confidence_penalty * tf.reduce_mean(column_entropy(column_scores))
+            scaled = self.optimizer.scale_loss(objective)  # mixed_float16: Keras' loss-scaling optimizer
         variables = self.trainable_variables
         self.optimizer.apply(tape.gradient(scaled, variables), variables)
         self.loss_tracker.update_state(loss)

@@ -8,7 +8,8 @@ Layout::
       "learning_rate": 0.005, "optimizer": "adam", "gradient_clip": 10.0,
       "batch_pixels": null, "schedule": "halve_on_either", "epochs": 80, "height": null, "seed": 0,
       "augment": "default", "validate_every": null, "halve_start": 0.5, "halve_patience": 2,
-      "halve_margin": 1.0, "anneal": 0.5, "sort_window": 1, "ema": 0.99, "normalize_spacing": false
+      "halve_margin": 1.0, "anneal": 0.5, "sort_window": 1, "ema": 0.99, "confidence_penalty": 0.0,
+      "normalize_spacing": false
     }
 
 Only ``network`` is required. :data:`TRAINING_KEYS` lists the training parameters, with what each
@@ -24,7 +25,8 @@ augmentation level (:mod:`tfnhr.data.augment`); ``validate_every`` validates eve
 instead of every epoch; ``anneal`` lowers the learning rate over the end of a time limit;
 ``sort_window`` batches lines of similar widths (windows of that many batches; 1: random batches);
 ``ema`` validates and keeps a moving average of the weights with that momentum (null: the last
-update's weights); ``normalize_spacing`` scales every line's width to the training lines' median
+update's weights); ``confidence_penalty`` subtracts that weight times the output columns'
+entropy from the CTC loss; ``normalize_spacing`` scales every line's width to the training lines' median
 stroke spacing (:mod:`tfnhr.data.spacing`).
 
 The shipped files (:func:`shipped_configs`: ``small``, ``large`` = the two recognizer sizes of
@@ -83,6 +85,8 @@ TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "anneal": (_fraction_or_null, "a number in [0, 1) (fraction of the time limit) or null"),
     "sort_window": (_count, "a positive integer (batches per width-sorting window; 1: random batches)"),
     "ema": (_fraction_or_null, "a number in [0, 1) (momentum of the weight average) or null"),
+    "confidence_penalty": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 10,
+                           "a number in [0, 10] (weight of the output columns' entropy)"),
     "normalize_spacing": (lambda v: isinstance(v, bool), "true or false"),
 }
 """Training parameters a config file may set: key -> (check, what it must be)."""

@@ -190,6 +190,7 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         if options.normalize_spacing:  # validation reads through the model's own preprocessing
             model.stroke_spacing = median_spacing(train_set.images)
         best_weights = None
+    model.confidence_penalty = options.confidence_penalty  # a training setting, not saved with the model
     if model.stroke_spacing is not None:  # never narrower than the line's CTC floor
         floors = ctc_min_widths(train_set, charset, model.width_reduction)
         train_set = dataclasses.replace(train_set, images=[
@@ -229,7 +230,8 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         every = f"every {options.validate_every} updates" if options.validate_every else "every epoch"
         print(f"training {model_name(options)} recognizer ({model.count_params():,} parameters, "
               f"{len(charset)} characters) on {len(train_set)} {example_noun(options.kind)} (augmentation: {options.augment}, "
-              f"weight average: {'none' if options.ema is None else options.ema}, stroke spacing: "
+              f"weight average: {'none' if options.ema is None else options.ema}, "
+              f"confidence penalty: {options.confidence_penalty:g}, stroke spacing: "
               f"{'as written' if model.stroke_spacing is None else f'{model.stroke_spacing:.3f} of the height'}), "
               f"batches of up to {options.batch_pixels:,} pixels, validating on {len(val_set)} {every}; "
               f"{fit_rounds['what']} {initial_epoch + 1}..{fit_rounds['epochs']}",

@@ -16,7 +16,8 @@ CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gr
                  "seed": "seed", "augment": "augment", "validate_every": "validate_every",
                  "halve_start": "halve_start", "halve_patience": "halve_patience", "halve_margin": "halve_margin",
                  "anneal": "anneal",
-                 "sort_window": "sort_window", "ema": "ema", "normalize_spacing": "normalize_spacing"}
+                 "sort_window": "sort_window", "ema": "ema", "confidence_penalty": "confidence_penalty",
+                 "normalize_spacing": "normalize_spacing"}
 """Training keys of a config file -> the :class:`TrainOptions` field they set."""
 
 MODEL_FIELDS = ("preset", "mdlstm_units", "conv_filters", "block", "dropout", "cell")
@@ -52,7 +53,9 @@ class TrainOptions:
     windows of this many batches (:func:`~tfnhr.data.batches.similar_width_batches`); ``1``:
     random batches. ``ema``: validate, checkpoint and keep an exponential moving average of the
     weights over the updates with this momentum (:class:`~tfnhr.training.averaging.WeightAveraging`);
-    ``None``: the last update's weights. ``normalize_spacing``: scale every training line's width so
+    ``None``: the last update's weights. ``confidence_penalty``: subtract this weight times the
+    entropy of the output columns' distributions, summed over each line's columns, from its CTC
+    loss (:func:`~tfnhr.models.ctc_model.column_entropy`); 0: CTC alone. ``normalize_spacing``: scale every training line's width so
     that its vertical strokes lie the training lines' median distance apart
     (:mod:`tfnhr.data.spacing`); the model keeps that distance as its ``stroke_spacing`` and
     reading applies it (a resumed run keeps its model's). ``threads``: TensorFlow's intra- and inter-op threads for this process, set
@@ -96,6 +99,7 @@ class TrainOptions:
     anneal: float | None = 0.5
     sort_window: int = 1
     ema: float | None = 0.99
+    confidence_penalty: float = 0.0
     normalize_spacing: bool = False
     threads: int | None = None
     mixed_precision: bool = False

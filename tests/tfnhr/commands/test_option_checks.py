@@ -91,6 +91,7 @@ def test_a_bad_value_is_one_line_and_exit_2(command, option, value, capsys):
     ("--lr", "-1", "expected a number > 0, got '-1'"),
     ("--lr", "abc", "expected a number > 0, got 'abc'"),
     ("--dropout", "1", "expected a number in [0, 1), got '1'"),
+    ("--confidence-penalty", "-0.1", "expected a number in [0, 10], got '-0.1'"),
     ("--units", "2,0,50", "expected an integer >= 1, got '0'"),
     ("--time-limit", "-1", "expected a number >= 0 or none, got '-1'"),
 ])

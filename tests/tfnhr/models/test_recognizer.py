@@ -17,6 +17,7 @@ from tests.helpers.tiny_models import CHARSET, TINY, tiny_recognizer
 from tfnhr.choices import DEFAULT_MODEL_PRESET, MODEL_PRESETS
 from tfnhr.cli import main as tfnhr_main
 from tfnhr.models import PRESETS, Recognizer, build_recognizer
+from tfnhr.models.ctc_model import column_entropy
 from tfnhr.layers import DirectionSharedDense
 
 SIZES = [(5, 1), (3, 7), (8, 9), (4, 17), (2, 33), (1, 16), (7, 4)]
@@ -327,6 +328,55 @@ def test_ctc_loss_of_an_infeasible_example_is_an_error_or_infinite(tiny):
         tiny.ctc_loss(tf.ragged.constant([[1, 2, 3]], dtype=tf.int32), scores)
     repeated = tiny.ctc_loss(tf.ragged.constant([[1, 1]], dtype=tf.int32), scores)  # needs a blank between
     assert np.isinf(float(repeated))
+
+
+# ----------------------------------------------------------------- confidence penalty
+
+def test_column_entropy_matches_numpy_per_example():
+    rng = np.random.default_rng(6)
+    scores = [rng.normal(scale=3.0, size=(t, CHARSET.num_classes)).astype(np.float32) for t in (4, 0, 1, 6)]
+    entropies = column_entropy(tf.ragged.constant(scores, ragged_rank=1, inner_shape=(CHARSET.num_classes,)))
+    expected = []
+    for example in scores:
+        total = 0.0
+        for column in example.astype(np.float64):
+            p = np.exp(column - column.max())
+            p /= p.sum()
+            total -= float(np.sum(p * np.log(p)))
+        expected.append(total)
+    np.testing.assert_allclose(entropies.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert expected[1] == 0.0
+
+
+def test_training_step_subtracts_the_weighted_column_entropy_from_the_ctc_loss():
+    """One ``train_step`` of plain SGD with the penalty moves every weight by minus the rate
+    times the gradient of mean CTC loss - weight x mean summed entropy, computed here apart; and
+    the penalty does move the weights (the same step without it differs)."""
+    images = ragged_stack(_images([(16, 80), (16, 48), (16, 112)], seed=9))  # 5, 3 and 7 columns
+    labels = tf.ragged.constant([[1, 2], [3], [2, 4, 1]], dtype=tf.int32)
+
+    def model_with(penalty: float) -> Recognizer:
+        model = tiny_recognizer()
+        clone = build_recognizer(CHARSET, **TINY, dropout=0.0, input_height=16)  # deterministic steps
+        clone.set_weights(model.get_weights())
+        clone.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), jit_compile=False)
+        clone.confidence_penalty = penalty
+        return clone
+
+    reference = model_with(0.3)
+    with tf.GradientTape() as tape:
+        scores = reference(images, training=True)
+        objective = reference.ctc_loss(labels, scores) - 0.3 * tf.reduce_mean(column_entropy(scores))
+    gradients = tape.gradient(objective, reference.trainable_variables)
+    expected = [(w - 0.1 * g).numpy() for w, g in zip(reference.trainable_variables, gradients)]
+
+    penalised, plain = model_with(0.3), model_with(0.0)
+    for model in (penalised, plain):
+        model.train_step((images, labels))
+    for got, want in zip(penalised.trainable_variables, expected):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-6)
+    assert max(float(np.abs(a.numpy() - b.numpy()).max())
+               for a, b in zip(penalised.trainable_variables, plain.trainable_variables)) > 1e-5
 
 
 # ----------------------------------------------------------------- saving and config

@@ -67,27 +67,29 @@ def test_recipe_and_augmentation_options_from_flags_and_config(tmp_path):
     register(parser.add_subparsers())
     defaults = options_from_args(parser.parse_args(["train", "--data", "d"]))
     assert (defaults.augment, defaults.validate_every, defaults.halve_start, defaults.halve_patience,
-            defaults.halve_margin, defaults.ema) == ("default", None, 0.5, 2, 1.0, 0.99)
+            defaults.halve_margin, defaults.ema, defaults.confidence_penalty) == ("default", None, 0.5, 2, 1.0, 0.99, 0.0)
     given = options_from_args(parser.parse_args(
         ["train", "--data", "d", "--augment", "none", "--validate-every", "50", "--halve-start", "none",
-         "--halve-patience", "1", "--halve-margin", "0", "--anneal", "none", "--sort-window", "1", "--ema", "none"]))
+         "--halve-patience", "1", "--halve-margin", "0", "--anneal", "none", "--sort-window", "1", "--ema", "none",
+         "--confidence-penalty", "0.2"]))
     assert (given.augment, given.validate_every, given.halve_start, given.halve_patience, given.halve_margin,
-            given.anneal, given.sort_window, given.ema) == ("none", 50, None, 1, 0.0, None, 1, None)
+            given.anneal, given.sort_window, given.ema, given.confidence_penalty) == \
+        ("none", 50, None, 1, 0.0, None, 1, None, 0.2)
     with pytest.raises(SystemExit):
         parser.parse_args(["train", "--data", "d", "--halve-start", "1.5"])
 
     config_file = tmp_path / "net.yaml"
     config_file.write_text("network:\n  out: {class: ctc}\naugment: strong\nvalidate_every: 30\n"
                            "halve_start: 0.25\nhalve_patience: 3\nhalve_margin: 2\nanneal: 0.8\nsort_window: 4\n"
-                           "ema: 0.9\n")
+                           "ema: 0.9\nconfidence_penalty: 0.05\n")
     from_file = resolve_options(RUN, load_config(config_file), {})
     assert (from_file.augment, from_file.validate_every, from_file.halve_start, from_file.halve_patience,
-            from_file.halve_margin, from_file.anneal, from_file.sort_window, from_file.ema) == \
-        ("strong", 30, 0.25, 3, 2, 0.8, 4, 0.9)
+            from_file.halve_margin, from_file.anneal, from_file.sort_window, from_file.ema,
+            from_file.confidence_penalty) == ("strong", 30, 0.25, 3, 2, 0.8, 4, 0.9, 0.05)
     config_file.write_text("network:\n  out: {class: ctc}\naugment: extreme\n")
     with pytest.raises(ValueError, match="augment"):
         load_config(config_file)
-    for bad in ("ema: 1", "halve_margin: -1", "halve_margin: yes"):
+    for bad in ("ema: 1", "halve_margin: -1", "halve_margin: yes", "confidence_penalty: -1", "confidence_penalty: no"):
         config_file.write_text(f"network:\n  out: {{class: ctc}}\n{bad}\n")
         with pytest.raises(ValueError, match=bad.split(":")[0]):
             load_config(config_file)
@@ -97,7 +99,8 @@ def test_recipe_and_augmentation_options_from_flags_and_config(tmp_path):
                                           ("halve_start", 0.0), ("halve_start", 1.5), ("anneal", 1.0),
                                           ("sort_window", 0), ("sort_window", 2.5), ("sort_window", True),
                                           ("threads", -1), ("threads", 1.5), ("ema", 1.0), ("ema", -0.5),
-                                          ("halve_margin", -0.5), ("halve_margin", 11)])
+                                          ("halve_margin", -0.5), ("halve_margin", 11),
+                                          ("confidence_penalty", -0.1), ("confidence_penalty", 11)])
 def test_bad_recipe_options_fail_with_their_name(field, value):
     with pytest.raises(ValueError, match=field):
         TrainOptions(data=Path("."), **{field: value})
