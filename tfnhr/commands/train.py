@@ -43,7 +43,7 @@ HELP_DEFAULTS = {"out": Path("runs/recognizer"), "preset": DEFAULT_MODEL_PRESET,
                  "cell": "leaky_lp", "batch_pixels": None, "epochs": 80, "learning_rate": 0.005, "optimizer": "adam",
                  "clipnorm": 10.0, "seed": 0, "halve_start": 0.5, "halve_patience": 2, "halve_margin": 1.0,
                  "augment": "default", "anneal": 0.5, "sort_window": 1, "ema": 0.99,
-                 "confidence_penalty": 0.0, "normalize_spacing": False}
+                 "confidence_penalty": 0.1, "normalize_spacing": False}
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ Layout::
       "learning_rate": 0.005, "optimizer": "adam", "gradient_clip": 10.0,
       "batch_pixels": null, "schedule": "halve_on_either", "epochs": 80, "height": null, "seed": 0,
       "augment": "default", "validate_every": null, "halve_start": 0.5, "halve_patience": 2,
-      "halve_margin": 1.0, "anneal": 0.5, "sort_window": 1, "ema": 0.99, "confidence_penalty": 0.0,
+      "halve_margin": 1.0, "anneal": 0.5, "sort_window": 1, "ema": 0.99, "confidence_penalty": 0.1,
       "normalize_spacing": false
     }
 

@@ -99,7 +99,7 @@ class TrainOptions:
     anneal: float | None = 0.5
     sort_window: int = 1
     ema: float | None = 0.99
-    confidence_penalty: float = 0.0
+    confidence_penalty: float = 0.1
     normalize_spacing: bool = False
     threads: int | None = None
     mixed_precision: bool = False

@@ -67,7 +67,7 @@ def test_recipe_and_augmentation_options_from_flags_and_config(tmp_path):
     register(parser.add_subparsers())
     defaults = options_from_args(parser.parse_args(["train", "--data", "d"]))
     assert (defaults.augment, defaults.validate_every, defaults.halve_start, defaults.halve_patience,
-            defaults.halve_margin, defaults.ema, defaults.confidence_penalty) == ("default", None, 0.5, 2, 1.0, 0.99, 0.0)
+            defaults.halve_margin, defaults.ema, defaults.confidence_penalty) == ("default", None, 0.5, 2, 1.0, 0.99, 0.1)
     given = options_from_args(parser.parse_args(
         ["train", "--data", "d", "--augment", "none", "--validate-every", "50", "--halve-start", "none",
          "--halve-patience", "1", "--halve-margin", "0", "--anneal", "none", "--sort-window", "1", "--ema", "none",
