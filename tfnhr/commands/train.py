@@ -109,8 +109,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default {defaults.ema})")
     parser.add_argument("--confidence-penalty", type=TRAIN["confidence_penalty"].type, default=unset, metavar="WEIGHT",
                         help="subtract WEIGHT times the entropy of the output columns from each line's CTC loss, so "
-                             "that the model is less sure of its readings (helps the width ensemble and the LM; "
-                             f"docs/recognizer.md); 0: CTC alone (default {defaults.confidence_penalty:g})")
+                             "that the model is less sure of its readings (unseen handwritten digits read better: "
+                             f"docs/performance.md); 0: CTC alone (default {defaults.confidence_penalty:g})")
     parser.add_argument("--normalize-spacing", action=argparse.BooleanOptionalAction, default=unset,
                         help="scale every line's width so that its vertical strokes lie the training lines' median "
                              "distance apart, in training and when the model reads (docs/recognizer.md) "
