@@ -26,15 +26,17 @@ from tfnhr.precision import dtype_policy
 
 def column_entropy(column_scores: tf.RaggedTensor) -> tf.Tensor:
     """Per example, the entropy (nats) of its column distributions summed over its columns:
-    float32 ``[B]`` from logits ragged ``[B, (T), K]``, ``sum_t -sum_k p_tk log p_tk`` with
-    ``p_t = softmax(scores_t)``; 0 for an example without columns.
+    ``[B]`` from logits ragged ``[B, (T), K]``, ``sum_t -sum_k p_tk log p_tk`` with
+    ``p_t = softmax(scores_t)``; 0 for an example without columns. float64 for float64 scores,
+    else float32 (as :meth:`CtcModel.ctc_loss`).
 
     Subtracted, times a weight, from the CTC loss it is the confidence penalty of Pereyra et al.
     (2017) on every output column: it keeps the columns' distributions from collapsing onto one
     class, so that readings of the same line in several views (:mod:`tfnhr.width_ensemble`) and
     the beam search weigh their alternatives by probabilities that are not all 0 or 1.
     """
-    log_probabilities = tf.nn.log_softmax(tf.cast(column_scores.flat_values, tf.float32), axis=-1)
+    dtype = tf.float64 if column_scores.dtype == tf.float64 else tf.float32
+    log_probabilities = tf.nn.log_softmax(tf.cast(column_scores.flat_values, dtype), axis=-1)
     entropies = -tf.reduce_sum(tf.exp(log_probabilities) * log_probabilities, axis=-1)
     return tf.reduce_sum(tf.RaggedTensor.from_nested_row_splits(entropies, column_scores.nested_row_splits), axis=1)
 

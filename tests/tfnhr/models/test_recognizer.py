@@ -345,7 +345,11 @@ def test_column_entropy_matches_numpy_per_example():
             total -= float(np.sum(p * np.log(p)))
         expected.append(total)
     np.testing.assert_allclose(entropies.numpy(), expected, rtol=1e-5, atol=1e-6)
-    assert expected[1] == 0.0
+    assert expected[1] == 0.0 and entropies.dtype == tf.float32
+    exact = column_entropy(tf.ragged.constant([example.astype(np.float64) for example in scores], ragged_rank=1,
+                                              inner_shape=(CHARSET.num_classes,)))
+    assert exact.dtype == tf.float64  # as the CTC loss of float64 scores, so the two subtract
+    np.testing.assert_allclose(exact.numpy(), expected, rtol=1e-12, atol=1e-12)
 
 
 def test_training_step_subtracts_the_weighted_column_entropy_from_the_ctc_loss():
