@@ -47,6 +47,7 @@ import yaml
 from tfnhr.choices import AUGMENT_LEVELS, OPTIMIZERS, SCHEDULES, SHIPPED_CONFIGS, shipped_configs
 from tfnhr.network.errors import NetworkConfigError
 from tfnhr.network.plan import plan_network
+from tfnhr.ranges import TRAIN
 
 
 
@@ -56,10 +57,6 @@ def _number(value) -> bool:
 
 def _count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _zero_to_ten(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 10
 
 
 def _fraction_or_null(value) -> bool:
@@ -84,11 +81,11 @@ TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "validate_every": (lambda v: v is None or _count(v), "a positive integer (updates) or null (every epoch)"),
     "halve_start": (lambda v: v is None or (_number(v) and v <= 1), "a number in (0, 1] or null"),
     "halve_patience": (_count, "a positive integer (validations)"),
-    "halve_margin": (_zero_to_ten, "a number in [0, 10] (standard errors)"),
+    "halve_margin": (TRAIN["halve_margin"].holds, "a number in [0, 10] (standard errors)"),
     "anneal": (_fraction_or_null, "a number in [0, 1) (fraction of the time limit) or null"),
     "sort_window": (_count, "a positive integer (batches per width-sorting window; 1: random batches)"),
     "ema": (_fraction_or_null, "a number in [0, 1) (momentum of the weight average) or null"),
-    "confidence_penalty": (_zero_to_ten, "a number in [0, 10] (weight of the output columns' entropy)"),
+    "confidence_penalty": (TRAIN["confidence_penalty"].holds, "a number in [0, 10] (weight of the output columns' entropy)"),
     "normalize_spacing": (lambda v: isinstance(v, bool), "true or false"),
 }
 """Training parameters a config file may set: key -> (check, what it must be)."""
