@@ -47,7 +47,7 @@ bench: setup
 	$(PY) benchmarks/service_throughput.py --out build/bench/service_throughput.json
 	taskset -c 0 $(PY) benchmarks/augment_speed.py --threads 1 --out build/bench/augment_speed.json
 	taskset -c 0 $(PY) benchmarks/training_throughput.py --threads 1 --out build/bench/training_throughput.json
-	$(PY) benchmarks/training_throughput.py --workers 2 --configs 150000:1 --scan-kernels ops,compiled --presets small --out build/bench/training_throughput_workers.json
+	$(PY) benchmarks/training_throughput.py --workers 2 --configs 190000:1 --scan-kernels ops,compiled --presets small --out build/bench/training_throughput_workers.json
 	$(PY) benchmarks/mlcn_model_parallel.py --out build/bench/mlcn_model_parallel.json
 
 # Fashion-MNIST accuracy of MLCN vs CapsNet at equal training time (about 35 min; the data comes

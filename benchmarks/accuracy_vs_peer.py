@@ -4,14 +4,14 @@ synthetic line set and the same cores.
 What it measures: validation and test CER (greedy decoding) of
 
 * **tfnhr**: ``tfnhr train`` with the main job's training flags (``tfnhr.main_job.worker_flags``
-  of its ``quick`` preset: its ``small-stem`` recognizer without dropout, height 32, 2x2 blocks, 150,000-px
+  of its ``quick`` preset: its ``small-stem`` recognizer without dropout, height 36, 2x2 blocks, 190,000-px
   batches, a validation about every 1,100 training lines, default augmentation, one process on
   every core this process may use) and ``--time-limit MINUTES`` (``--ours-flags`` adds flags),
   then ``tfnhr evaluate --decoders greedy`` of its ``best.keras`` on the val and test subsets,
   each line read once;
 * **kraken 7.1.1** ``ketos train`` (``--models``, default both): ``default``, its own default
-  VGSL line model (input height 120), and ``h32``, the same spec string with the input height
-  changed to 32 (as tfnhr's); each for the same wall time as tfnhr's whole ``tfnhr train``
+  VGSL line model (input height 120), and ``same-height``, the same spec string with the input height
+  changed to tfnhr's (``tfnhr.choices.MAIN_JOB_HEIGHT``, 36 px); each for the same wall time as tfnhr's whole ``tfnhr train``
   process took (``--kraken-minutes`` overrides), stopped with SIGTERM when that time is up; its
   best checkpoint (highest validation accuracy) is then scored by ``ketos test`` on val and test.
 
@@ -57,7 +57,7 @@ source (``kraken/ketos/recognition.py``, ``kraken/configs/vgsl.py``):
 * ``--spec`` (``-s``) is the VGSL string; kraken's default (``VGSLRecognitionTrainingConfig``) is
   ``[1,120,0,1 Cr3,13,32 Do0.1,2 Mp2,2 Cr3,13,32 Do0.1,2 Mp2,2 Cr3,9,64 Do0.1,2 Mp2,2 Cr3,9,64
   Do0.1,2 S1(1x0)1,3 Lbx200 Do0.1,2 Lbx200 Do0.1,2 Lbx200 Do]`` (``[batch, height, width 0 =
-  variable, channels``); the ``h32`` run replaces ``120`` by ``32`` (3 max-pools: 4 rows left);
+  variable, channels``); the ``same-height`` run replaces ``120`` by tfnhr's 36 (3 max-pools: 4 rows left);
 * stopping: ``--quit early`` (default) with ``--lag 10`` validations without improvement, or
   ``--quit fixed --epochs N``; there is no time limit, hence the SIGTERM (Lightning stops at the
   next step and saves ``checkpoint_abort.ckpt``); ``--freq F`` validates and checkpoints every F
@@ -101,14 +101,14 @@ from pathlib import Path
 
 import _harness
 
-from tfnhr.choices import MAIN_JOB_PRESETS
+from tfnhr.choices import MAIN_JOB_HEIGHT, MAIN_JOB_PRESETS
 
 QUICK = MAIN_JOB_PRESETS["quick"]
 """The main job's ``quick`` preset, whose data sizes and time limit are this benchmark's defaults."""
 
 SUBSETS = ("train", "val", "test")
 KRAKEN_VERSION = "7.1.1"
-KRAKEN_MODELS = ("default", "h32")
+KRAKEN_MODELS = ("default", "same-height")
 CHECKPOINT = re.compile(r"checkpoint_(\d+)-(\d+\.\d+)(?:-v\d+)?\.ckpt$")
 """``ketos train``'s checkpoint names: epoch, validation accuracy, and Lightning's ``-vN`` when a
 name repeats."""
@@ -398,7 +398,7 @@ def measure(args: argparse.Namespace) -> dict:
     report["kraken_budget_seconds"] = budget
     default_spec = kraken_default_spec(venv)
     for name in models:
-        spec = None if name == "default" else with_height(default_spec, 32)
+        spec = None if name == "default" else with_height(default_spec, MAIN_JOB_HEIGHT)
         run = train_kraken(name, spec, venv, data, work / f"kraken-{name}", budget, args, exported["train"])
         report["runs"].append(run)
         _harness.log(f"kraken {name}: val CER {run['val_cer']:.2%}, test CER {run['test_cer']:.2%}")
@@ -427,8 +427,8 @@ def main(argv=None) -> int:
     parser.add_argument("--kraken-minutes", type=float, default=None,
                         help="kraken's wall time per run (default: what tfnhr's training process took)")
     parser.add_argument("--models", default=",".join(KRAKEN_MODELS),
-                        help="kraken runs, comma-separated: default (its spec, height 120), h32 (height 32) "
-                             "(default: default,h32)")
+                        help="kraken runs, comma-separated: default (its spec, height 120), same-height (height "
+                             f"{MAIN_JOB_HEIGHT}, tfnhr's) (default: default,same-height)")
     for subset, what in (("train", "training"), ("val", "validation"), ("test", "test")):
         parser.add_argument(f"--{subset}", type=int, default=QUICK[subset],
                             help=f"{what} lines (default {QUICK[subset]}, the main job's)")

@@ -5,7 +5,8 @@ budget, the width-sorting window of :func:`tfnhr.data.batches.similar_width_batc
 planner, ``xla`` by default, ``graph`` or ``numpy`` (the Python planner in ``tf.numpy_function``,
 as before the graph planner), and the MDLSTM scan kernel, ``compiled`` (the C++ ops of
 :mod:`tfnhr.ops.scan_kernel`, the default) or ``ops`` (the ``tf.while_loop`` of TensorFlow ops,
-as before the compiled kernel); default the main job's 150,000 pixels with random batches
+as before the compiled kernel); default the main job's batch budget (``tfnhr.choices.MAIN_JOB_BATCH_PIXELS``, 190,000 pixels of its 36-px
+lines; 150,000 of 32-px lines before 2026-12-06) with random batches
 (window 1, the default), TensorFlow-ops scan against compiled scan)
 gets its own recognizer (same seed) and its own training dataset
 (:func:`tfnhr.data.dataset.make_dataset` with ``default`` augmentation, as ``tfnhr train``);
@@ -61,14 +62,10 @@ from pathlib import Path
 import numpy as np
 
 import _harness
-from tfnhr.choices import AUGMENT_LEVELS
+from tfnhr.choices import AUGMENT_LEVELS, MAIN_JOB_BATCH_PIXELS, MAIN_JOB_HEIGHT
 
-HEIGHT = 32
-"""The main job's line height (px)."""
 BLOCKS = ((2, 2), (2, 2))
 """The main job's block convolutions."""
-MAIN_JOB_BATCH_PIXELS = 150_000
-"""The main job's batch budget (about 11 lines)."""
 
 
 def parse_configs(text: str) -> list[tuple[int, int, str, str]]:
@@ -96,13 +93,13 @@ def parse_kernels(text: str) -> list[str]:
 
 
 def synthetic_lines(count: int, seed: int):
-    """``count`` synthetic training lines scaled to :data:`HEIGHT` as a TextImageSet."""
+    """``count`` synthetic training lines scaled to :data:`MAIN_JOB_HEIGHT` as a TextImageSet."""
     from tfnhr.data import synthetic
     from tfnhr.data.images import scale_to_height
     from tfnhr.data.samples import TextImageSet
 
     examples = synthetic.generate(count, seed=seed, kind="lines", split="train")
-    return TextImageSet([scale_to_height(image, HEIGHT) for image, _ in examples],
+    return TextImageSet([scale_to_height(image, MAIN_JOB_HEIGHT) for image, _ in examples],
                         [text for _, text in examples], [f"line{i}" for i in range(count)])
 
 
@@ -116,7 +113,7 @@ def compiled_step(tf, preset: str, charset, seed: int, planner: str = "xla", ker
     from tfnhr.models import build_recognizer
 
     keras.utils.set_random_seed(seed)
-    model = build_recognizer(charset, preset=preset, block=BLOCKS, input_height=HEIGHT)
+    model = build_recognizer(charset, preset=preset, block=BLOCKS, input_height=MAIN_JOB_HEIGHT)
     for mdlstm in model.mdlstms:
         mdlstm.packing_planner, mdlstm.scan_kernel = planner, kernel
     model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=10.0))
@@ -276,9 +273,9 @@ def measure_steps(args: argparse.Namespace) -> dict:
     data = synthetic_lines(args.lines, args.seed)
     charset = Charset.from_texts(data.texts)
     pixels = data.pixels()
-    print(f"{len(data)} synthetic lines at {HEIGHT} px: median width {np.median([i.shape[1] for i in data.images]):.0f} px, "
+    print(f"{len(data)} synthetic lines at {MAIN_JOB_HEIGHT} px: median width {np.median([i.shape[1] for i in data.images]):.0f} px, "
           f"{pixels.mean():,.0f} pixels per line; {args.threads} thread(s); matmul peak {peak[1]:.1f} GFLOP/s")
-    report = {"threads": args.threads, "lines": len(data), "height": HEIGHT, "matmul_peak_gflops": peak[1], "presets": {}}
+    report = {"threads": args.threads, "lines": len(data), "height": MAIN_JOB_HEIGHT, "matmul_peak_gflops": peak[1], "presets": {}}
     for preset in args.presets.split(","):
         steps, models, iterators, lines = {}, {}, {}, {}
         for config in args.configs:
@@ -399,7 +396,7 @@ def measure_workers(args: argparse.Namespace) -> dict:
                 # the Horovod job plans with the default (XLA) planner and scans with the default kernel
                 budget, window, *_ = config
                 job = ["--task", "nhr", "--data", str(data), "--preset", preset, "--block", "2x2", "--height",
-                       str(HEIGHT), "--batch-pixels", str(budget), "--sort-window", str(window),
+                       str(MAIN_JOB_HEIGHT), "--batch-pixels", str(budget), "--sort-window", str(window),
                        "--epochs", str(args.epochs), "--seed", str(args.seed), "--augment", args.augment, "--quiet"]
                 for (workers, threads, separate, cycle, every), kernel in itertools.product(runs, args.scan_kernels):
                     name = (f"{preset} {label(config)} {workers}x{threads}{' apart' if separate else ''}"
@@ -521,7 +518,7 @@ def main(argv=None) -> int:
                         help="comma-separated BUDGET:WINDOW[:PLANNER[:SCAN]] configurations (pixels per batch, "
                              "width-sorting window in batches, 1 = random batches; packing planner xla|graph|numpy, "
                              "default xla; MDLSTM scan kernel compiled|ops, default compiled); the first is the base "
-                             "of the ratios (default 150000:1:xla:ops,150000:1)")
+                             f"of the ratios (default {MAIN_JOB_BATCH_PIXELS}:1:xla:ops,{MAIN_JOB_BATCH_PIXELS}:1)")
     parser.add_argument("--lines", type=int, default=330, help="synthetic training lines in the pool")
     parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
     parser.add_argument("--profile-repeats", type=int, default=5, help="repeats of each profiled part")

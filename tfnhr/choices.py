@@ -39,6 +39,21 @@ MAIN_JOB_PRESETS: dict[str, dict] = {
 of the main job's two presets (:mod:`tfnhr.main_job`, ``--preset``); the peer benchmark
 (``benchmarks/accuracy_vs_peer.py``) takes its defaults from ``quick``."""
 
+MAIN_JOB_HEIGHT = 36
+"""The main job's line height (px; both presets): its lines are scaled to it. Characters are then
+~10 px wide, ~2.6 output columns each after the two 2x2 block convolutions. In the 14 minutes
+36 px read the held-out fonts better than 28, 32, 40 and 44 px though each round takes longer
+(docs/performance.md, "Line height")."""
+
+MAIN_JOB_BATCH_PIXELS = 190_000
+"""The main job's default pixel budget of one worker's batch: about 11 lines of
+:data:`MAIN_JOB_HEIGHT`."""
+
+MAIN_JOB_PIXELS_PER_LINE = 16_500
+"""About how much of a batch's pixel budget one synthetic line of :data:`MAIN_JOB_HEIGHT` takes
+(its ~14,300 pixels and its share of the packing's skew and gaps): :data:`MAIN_JOB_BATCH_PIXELS`
+hold about 11 lines. The main job turns its validation interval from lines into updates with it."""
+
 
 def describe_presets() -> str:
     """The presets' sizes for help texts: ``small = (2, 10, 50) / (6, 20), ..., small-stem = stem

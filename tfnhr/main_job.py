@@ -40,8 +40,8 @@ from tfnhr.console import quiet_libraries
 if __name__ == "__main__":  # python -m tfnhr.main_job: before the imports below load TensorFlow
     quiet_libraries("tfnhr.main_job")
 
-from tfnhr.choices import (AUGMENT_LEVELS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MAIN_JOB_PRESETS,
-                           MODEL_PRESETS)
+from tfnhr.choices import (AUGMENT_LEVELS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MAIN_JOB_BATCH_PIXELS,
+                           MAIN_JOB_HEIGHT, MAIN_JOB_PIXELS_PER_LINE, MAIN_JOB_PRESETS, MODEL_PRESETS)
 from tfnhr.commands.common import DefaultsHelpFormatter
 from tfnhr.data import synthetic
 from tfnhr.data.samples import TextImageSet
@@ -56,13 +56,6 @@ from tfnhr.plots import plot_samples
 from tfnhr.ranges import TRAIN
 from tfnhr.training import TrainOptions, train
 from tfnhr.training.workers import run_local_workers
-
-BATCH_PIXELS = 150_000
-"""Default pixel budget of one worker's batch (about 11 lines of 32 px)."""
-BUDGET_PIXELS_PER_LINE = 13_000
-"""About how much of a batch's pixel budget one 32-px synthetic line takes (its ~11,300 pixels
-and its share of the packing's skew and gaps): 150,000 px hold about 11 lines. Turns the
-validation interval from lines into updates."""
 
 ENSEMBLE_NAME = f"{len(ENSEMBLE_WIDTHS)} widths x {len(ENSEMBLE_SHEARS)} shears"
 """How the width ensemble's rows are marked in the tables and ``main.json``."""
@@ -88,10 +81,6 @@ CONFIDENCE_PENALTY = 0.0
 train``'s default is 0.1, which read unseen handwritten digits better): on the main job's held-out
 fonts 0.1 read 0.8 points worse in 24 views in a ``make demo`` run (docs/performance.md,
 "Confidence penalty")."""
-
-IMAGE_HEIGHT = 32
-"""Lines are scaled to this height (px): characters are then ~9 px wide, i.e. ~2.3 output
-columns per character with the two 2x2 block convolutions."""
 
 
 def _preset_values(key: str) -> str:
@@ -119,8 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dropout", type=TRAIN["dropout"].type, default=DROPOUT, help="dropout on MDLSTM outputs")
     parser.add_argument("--confidence-penalty", type=TRAIN["confidence_penalty"].type, default=CONFIDENCE_PENALTY,
                         metavar="WEIGHT", help="weight of the output columns' entropy subtracted from the CTC loss")
-    parser.add_argument("--batch-pixels", type=int, default=BATCH_PIXELS,
-                        help="pixel budget of one batch (of each worker's with --workers; 32-px lines take about 13,000 each)")
+    parser.add_argument("--batch-pixels", type=int, default=MAIN_JOB_BATCH_PIXELS,
+                        help=f"pixel budget of one batch (of each worker's with --workers; {MAIN_JOB_HEIGHT}-px lines take "
+                             f"about {MAIN_JOB_PIXELS_PER_LINE:,} each)")
     parser.add_argument("--normalize-spacing", action="store_true",
                         help="scale each line's width to the training lines' median stroke spacing (not a gain "
                              "at this budget: docs/performance.md)")
@@ -136,14 +126,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")
-    if args.batch_pixels < BUDGET_PIXELS_PER_LINE:
-        parser.error(f"--batch-pixels must hold at least one line ({BUDGET_PIXELS_PER_LINE}), got {args.batch_pixels}")
+    if args.batch_pixels < MAIN_JOB_PIXELS_PER_LINE:
+        parser.error(f"--batch-pixels must hold at least one line ({MAIN_JOB_PIXELS_PER_LINE}), got {args.batch_pixels}")
     return args
 
 
 def validation_interval(lines: int, batch_pixels: int, workers: int) -> int:
     """Updates between validations so that about ``lines`` training lines pass between them."""
-    return max(1, lines // (batch_pixels // BUDGET_PIXELS_PER_LINE * workers))
+    return max(1, lines // (batch_pixels // MAIN_JOB_PIXELS_PER_LINE * workers))
 
 
 def training_options(args: argparse.Namespace, data: Path, epochs: int, time_limit: float,
@@ -151,7 +141,7 @@ def training_options(args: argparse.Namespace, data: Path, epochs: int, time_lim
     """What the main job trains with: the parsed arguments ``args`` on the synthetic set ``data``,
     validating about every ``validate_lines`` training lines."""
     return TrainOptions(
-        data=data, out=args.out / "model", preset=args.model, block=((2, 2), (2, 2)), height=IMAGE_HEIGHT,
+        data=data, out=args.out / "model", preset=args.model, block=((2, 2), (2, 2)), height=MAIN_JOB_HEIGHT,
         batch_pixels=args.batch_pixels, epochs=epochs, time_limit=time_limit, seed=args.seed,
         augment=args.augment, dropout=args.dropout, confidence_penalty=args.confidence_penalty,
         normalize_spacing=args.normalize_spacing, overwrite=True,

@@ -52,17 +52,18 @@ def test_main_job_trains_and_reports_greedy_and_lm_error_rates(tmp_path):
     assert "greedy CER by font: " in result.stdout
     model = load_recognizer(out / "model" / "best.keras")
     assert (model.stem_filters, model.mdlstm_units, model.conv_filters, model.input_height) == (
-        (8, 16), (10, 50), (12, 20), 32)  # small-stem
+        (8, 16), (10, 50), (12, 20), 36)  # small-stem, 36-px lines
     assert "\\data\\" in (out / "lm.arpa").read_text()[:200]
 
 
-@pytest.mark.parametrize(("batch_pixels", "workers", "expected"), [(150_000, 2, 50), (150_000, 1, 100), (60_000, 2, 137),
-                                                                   (13_000, 1, 1100), (10**7, 8, 1)])
+@pytest.mark.parametrize(("batch_pixels", "workers", "expected"), [(190_000, 2, 50), (190_000, 1, 100), (60_000, 2, 183),
+                                                                   (16_500, 1, 1100), (10**7, 8, 1)])
 def test_validation_interval_passes_about_the_asked_lines_between_validations(batch_pixels, workers, expected):
-    from tfnhr.main_job import BUDGET_PIXELS_PER_LINE, validation_interval
+    from tfnhr.choices import MAIN_JOB_PIXELS_PER_LINE
+    from tfnhr.main_job import validation_interval
 
     assert validation_interval(1100, batch_pixels, workers) == expected
-    lines_per_update = batch_pixels // BUDGET_PIXELS_PER_LINE * workers
+    lines_per_update = batch_pixels // MAIN_JOB_PIXELS_PER_LINE * workers
     assert expected == max(1, 1100 // lines_per_update)
 
 
@@ -71,7 +72,7 @@ def test_batch_pixels_below_one_line_is_refused_in_one_line(capsys):
 
     with pytest.raises(SystemExit):
         parse_args(["--batch-pixels", "5000"])
-    assert "--batch-pixels must hold at least one line (13000), got 5000" in capsys.readouterr().err
+    assert "--batch-pixels must hold at least one line (16500), got 5000" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [[], ["--model", "large", "--augment", "strong", "--batch-pixels", "60000",
