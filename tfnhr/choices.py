@@ -42,8 +42,9 @@ of the main job's two presets (:mod:`tfnhr.main_job`, ``--preset``); the peer be
 MAIN_JOB_HEIGHT = 36
 """The main job's line height (px; both presets): its lines are scaled to it. Characters are then
 ~10 px wide, ~2.6 output columns each after the two 2x2 block convolutions. In the 14 minutes
-36 px read the held-out fonts better than 28, 32, 40 and 44 px though each round takes longer
-(docs/performance.md, "Line height")."""
+36 px read the held-out fonts better than 28, 32 and 44 px and as well as 40 px, and better
+than 32 px on both cores on two seeds, though each round takes 1.33x as long (docs/performance.md,
+"Line height")."""
 
 MAIN_JOB_BATCH_PIXELS = 190_000
 """The main job's default pixel budget of one worker's batch: about 11 lines of
