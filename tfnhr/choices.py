@@ -42,8 +42,8 @@ of the main job's two presets (:mod:`tfnhr.main_job`, ``--preset``); the peer be
 MAIN_JOB_HEIGHT = 36
 """The main job's line height (px; both presets): its lines are scaled to it. Characters are then
 ~10 px wide, ~2.6 output columns each after the two 2x2 block convolutions. In the 14 minutes
-36 px read the held-out fonts better than 28, 32 and 44 px and as well as 40 px, and better
-than 32 px on both cores on two seeds, though each round takes 1.33x as long (docs/performance.md,
+36 px read the held-out fonts better than 28, 32 and 44 px and as well as 40 px (one thread, two
+seeds), and better than 32 px on both cores on three seeds, though each round takes 1.33x as long (docs/performance.md,
 "Line height")."""
 
 MAIN_JOB_BATCH_PIXELS = 190_000

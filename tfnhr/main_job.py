@@ -186,7 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     time_limit = args.time_limit if args.time_limit is not None else preset["time_limit"]
     workers = args.workers
     where = "in this process on every core" if workers == 1 else f"on {workers} Horovod workers"
-    print(f"[3/4] training the {args.model} recognizer {where} (time limit {time_limit} min)", flush=True)
+    print(f"[3/4] training the {args.model} recognizer {where} on lines scaled to {MAIN_JOB_HEIGHT} px "
+          f"(time limit {time_limit} min)", flush=True)
     options = training_options(args, data, preset["epochs"], time_limit, preset["validate_lines"])
     summary = train(options) if workers == 1 else train_with_workers(options, workers)
     print("[4/4] evaluating the best model on held-out fonts", flush=True)

@@ -27,6 +27,7 @@ def test_main_job_trains_and_reports_greedy_and_lm_error_rates(tmp_path):
         assert noise not in result.stdout + result.stderr, noise
     for step in ("[1/4]", "[2/4]", "[3/4]", "[4/4]", "model saved at", "  ref:  ", "  read: "):
         assert step in result.stdout
+    assert "on lines scaled to 36 px" in result.stdout
     for picture in (out / "samples.png", out / "model" / "curves.png"):
         assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000
     report = json.loads((out / "main.json").read_text())
