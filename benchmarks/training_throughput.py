@@ -62,10 +62,7 @@ from pathlib import Path
 import numpy as np
 
 import _harness
-from tfnhr.choices import AUGMENT_LEVELS, MAIN_JOB_BATCH_PIXELS, MAIN_JOB_HEIGHT
-
-BLOCKS = ((2, 2), (2, 2))
-"""The main job's block convolutions."""
+from tfnhr.choices import AUGMENT_LEVELS, MAIN_JOB_BATCH_PIXELS, MAIN_JOB_BLOCKS, MAIN_JOB_HEIGHT
 
 
 def parse_configs(text: str) -> list[tuple[int, int, str, str]]:
@@ -113,7 +110,7 @@ def compiled_step(tf, preset: str, charset, seed: int, planner: str = "xla", ker
     from tfnhr.models import build_recognizer
 
     keras.utils.set_random_seed(seed)
-    model = build_recognizer(charset, preset=preset, block=BLOCKS, input_height=MAIN_JOB_HEIGHT)
+    model = build_recognizer(charset, preset=preset, block=MAIN_JOB_BLOCKS, input_height=MAIN_JOB_HEIGHT)
     for mdlstm in model.mdlstms:
         mdlstm.packing_planner, mdlstm.scan_kernel = planner, kernel
     model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=10.0))
@@ -395,7 +392,8 @@ def measure_workers(args: argparse.Namespace) -> dict:
             for config in args.configs:
                 # the Horovod job plans with the default (XLA) planner and scans with the default kernel
                 budget, window, *_ = config
-                job = ["--task", "nhr", "--data", str(data), "--preset", preset, "--block", "2x2", "--height",
+                job = ["--task", "nhr", "--data", str(data), "--preset", preset, "--block",
+                       *(f"{h}x{w}" for h, w in MAIN_JOB_BLOCKS), "--height",
                        str(MAIN_JOB_HEIGHT), "--batch-pixels", str(budget), "--sort-window", str(window),
                        "--epochs", str(args.epochs), "--seed", str(args.seed), "--augment", args.augment, "--quiet"]
                 for (workers, threads, separate, cycle, every), kernel in itertools.product(runs, args.scan_kernels):

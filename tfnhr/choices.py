@@ -46,6 +46,9 @@ MAIN_JOB_HEIGHT = 36
 seeds), and better than 32 px on both cores on three seeds, though each round takes 1.33x as long (docs/performance.md,
 "Line height")."""
 
+MAIN_JOB_BLOCKS = ((2, 2), (2, 2))
+"""The kernel = stride (height, width) of the main job's two block convolutions."""
+
 MAIN_JOB_BATCH_PIXELS = 190_000
 """The main job's default pixel budget of one worker's batch: about 11 lines of
 :data:`MAIN_JOB_HEIGHT`."""

@@ -41,7 +41,8 @@ if __name__ == "__main__":  # python -m tfnhr.main_job: before the imports below
     quiet_libraries("tfnhr.main_job")
 
 from tfnhr.choices import (AUGMENT_LEVELS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MAIN_JOB_BATCH_PIXELS,
-                           MAIN_JOB_HEIGHT, MAIN_JOB_PIXELS_PER_LINE, MAIN_JOB_PRESETS, MODEL_PRESETS)
+                           MAIN_JOB_BLOCKS, MAIN_JOB_HEIGHT, MAIN_JOB_PIXELS_PER_LINE, MAIN_JOB_PRESETS,
+                           MODEL_PRESETS)
 from tfnhr.commands.common import DefaultsHelpFormatter
 from tfnhr.data import synthetic
 from tfnhr.data.samples import TextImageSet
@@ -141,7 +142,7 @@ def training_options(args: argparse.Namespace, data: Path, epochs: int, time_lim
     """What the main job trains with: the parsed arguments ``args`` on the synthetic set ``data``,
     validating about every ``validate_lines`` training lines."""
     return TrainOptions(
-        data=data, out=args.out / "model", preset=args.model, block=((2, 2), (2, 2)), height=MAIN_JOB_HEIGHT,
+        data=data, out=args.out / "model", preset=args.model, block=MAIN_JOB_BLOCKS, height=MAIN_JOB_HEIGHT,
         batch_pixels=args.batch_pixels, epochs=epochs, time_limit=time_limit, seed=args.seed,
         augment=args.augment, dropout=args.dropout, confidence_penalty=args.confidence_penalty,
         normalize_spacing=args.normalize_spacing, overwrite=True,
