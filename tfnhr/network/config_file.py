@@ -51,16 +51,16 @@ from tfnhr.ranges import TRAIN
 
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+def _ranged(field: str, unit: str) -> tuple[Callable[[Any], bool], str]:
+    """The check of a numeric setting: the range of the :class:`~tfnhr.training.TrainOptions` field
+    it sets (:data:`tfnhr.ranges.TRAIN`, which the command line checks too), integers written as
+    JSON/YAML integers (``2``, not ``2.0``); and what it must be, in words, with ``unit``."""
+    range_ = TRAIN[field]
 
+    def check(value: Any) -> bool:
+        return range_.holds(value) and (not range_.integer or value is None or isinstance(value, int))
 
-def _count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _fraction_or_null(value) -> bool:
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1)
+    return check, f"{range_.describe().replace(' or none', ' or null')} ({unit})"
 
 
 def _optimizer(value) -> bool:
@@ -69,23 +69,23 @@ def _optimizer(value) -> bool:
 
 
 TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "learning_rate": (_number, "a positive number"),
+    "learning_rate": _ranged("learning_rate", "the optimizer's step size"),
     "optimizer": (_optimizer, f"one of {', '.join(OPTIMIZERS)} or a mapping with such a 'class'"),
-    "gradient_clip": (lambda v: v is None or _number(v), "a positive number (global norm) or null"),
-    "batch_pixels": (lambda v: v is None or _count(v), "a positive integer (pixels per batch) or null (12 median examples)"),
+    "gradient_clip": _ranged("clipnorm", "global gradient norm; null: no clipping"),
+    "batch_pixels": _ranged("batch_pixels", "pixels per batch; null: 12 median examples"),
     "schedule": (lambda v: v in SCHEDULES, f"one of {', '.join(SCHEDULES)}"),
-    "epochs": (_count, "a positive integer"),
-    "height": (lambda v: v is None or _count(v), "a positive integer (pixels) or null"),
-    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a non-negative integer"),
+    "epochs": _ranged("epochs", "passes over the training set"),
+    "height": _ranged("height", "pixels; null: keep every image's height"),
+    "seed": _ranged("seed", "random seed"),
     "augment": (lambda v: v in AUGMENT_LEVELS, f"one of {', '.join(AUGMENT_LEVELS)}"),
-    "validate_every": (lambda v: v is None or _count(v), "a positive integer (updates) or null (every epoch)"),
-    "halve_start": (lambda v: v is None or (_number(v) and v <= 1), "a number in (0, 1] or null"),
-    "halve_patience": (_count, "a positive integer (validations)"),
-    "halve_margin": (TRAIN["halve_margin"].holds, "a number in [0, 10] (standard errors)"),
-    "anneal": (_fraction_or_null, "a number in [0, 1) (fraction of the time limit) or null"),
-    "sort_window": (_count, "a positive integer (batches per width-sorting window; 1: random batches)"),
-    "ema": (_fraction_or_null, "a number in [0, 1) (momentum of the weight average) or null"),
-    "confidence_penalty": (TRAIN["confidence_penalty"].holds, "a number in [0, 10] (weight of the output columns' entropy)"),
+    "validate_every": _ranged("validate_every", "updates; null: every epoch"),
+    "halve_start": _ranged("halve_start", "fraction of the first validation's CER; null: from the start"),
+    "halve_patience": _ranged("halve_patience", "validations"),
+    "halve_margin": _ranged("halve_margin", "standard errors"),
+    "anneal": _ranged("anneal", "fraction of the time limit; null: no annealing"),
+    "sort_window": _ranged("sort_window", "batches per width-sorting window; 1: random batches"),
+    "ema": _ranged("ema", "momentum of the weight average; null: the last update's weights"),
+    "confidence_penalty": _ranged("confidence_penalty", "weight of the output columns' entropy"),
     "normalize_spacing": (lambda v: isinstance(v, bool), "true or false"),
 }
 """Training parameters a config file may set: key -> (check, what it must be)."""

@@ -224,6 +224,13 @@ def test_blstm_config_saves_and_loads(tmp_path):
 
 # ---- config files -----------------------------------------------------------------------------
 
+def test_config_numbers_take_the_command_lines_ranges_at_their_ends(tmp_path):
+    content = {"network": tiny_network(), "halve_margin": 10, "confidence_penalty": 0, "ema": None,
+               "halve_start": 1, "seed": 0, "gradient_clip": None, "height": None, "epochs": 1}
+    (tmp_path / "net.json").write_text(json.dumps(content))
+    assert load_config(tmp_path / "net.json").training == {k: v for k, v in content.items() if k != "network"}
+
+
 def test_yaml_and_json_files_give_the_same_config(tmp_path):
     content = {"network": tiny_network(), "learning_rate": 0.01, "optimizer": {"class": "sgd", "momentum": 0.9},
                "schedule": "constant", "height": 24}
@@ -237,7 +244,11 @@ def test_yaml_and_json_files_give_the_same_config(tmp_path):
 @pytest.mark.parametrize("text, expected", [
     ('{"network": {}}', "'network' must be a non-empty mapping"),
     ('{"network": {"o": {"class": "ctc"}}, "learning_rat": 0.1}', "unknown setting 'learning_rat'"),
-    ('{"network": {"o": {"class": "ctc"}}, "epochs": 1.5}', "'epochs' must be a positive integer"),
+    ('{"network": {"o": {"class": "ctc"}}, "epochs": 1.5}', "'epochs' must be an integer >= 1 (passes"),
+    ('{"network": {"o": {"class": "ctc"}}, "epochs": 2.0}', "'epochs' must be an integer >= 1"),
+    ('{"network": {"o": {"class": "ctc"}}, "halve_margin": 10.5}', "'halve_margin' must be a number in [0, 10]"),
+    ('{"network": {"o": {"class": "ctc"}}, "ema": 1}', "'ema' must be a number in [0, 1) or null"),
+    ('{"network": {"o": {"class": "ctc"}}, "gradient_clip": 0}', "'gradient_clip' must be a number > 0 or null"),
     ('{"network": {"o": {"class": "ctc"}}, "optimizer": "adamm"}', "'optimizer' must be one of"),
     ('{"network": {"o": {"class": "ctc"}},\n "epochs": }', "line 2"),
     ('{"network": {"o": {"class": "ctx"}}}', "layer 'o': unknown class 'ctx'"),
