@@ -50,7 +50,6 @@ from tfnhr.network.plan import plan_network
 from tfnhr.ranges import TRAIN
 
 
-
 def _ranged(field: str, unit: str) -> tuple[Callable[[Any], bool], str]:
     """The check of a numeric setting: the range of the :class:`~tfnhr.training.TrainOptions` field
     it sets (:data:`tfnhr.ranges.TRAIN`, which the command line checks too), integers written as
