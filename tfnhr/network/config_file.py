@@ -49,12 +49,22 @@ from tfnhr.network.errors import NetworkConfigError
 from tfnhr.network.plan import plan_network
 from tfnhr.ranges import TRAIN
 
+CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gradient_clip": "clipnorm",
+                 "batch_pixels": "batch_pixels", "schedule": "halve_on", "epochs": "epochs", "height": "height",
+                 "seed": "seed", "augment": "augment", "validate_every": "validate_every",
+                 "halve_start": "halve_start", "halve_patience": "halve_patience", "halve_margin": "halve_margin",
+                 "anneal": "anneal",
+                 "sort_window": "sort_window", "ema": "ema", "confidence_penalty": "confidence_penalty",
+                 "normalize_spacing": "normalize_spacing"}
+"""Training keys of a config file -> the :class:`~tfnhr.training.TrainOptions` field they set."""
 
-def _ranged(field: str, unit: str) -> tuple[Callable[[Any], bool], str]:
-    """The check of a numeric setting: the range of the :class:`~tfnhr.training.TrainOptions` field
-    it sets (:data:`tfnhr.ranges.TRAIN`, which the command line checks too), integers written as
-    JSON/YAML integers (``2``, not ``2.0``); and what it must be, in words, with ``unit``."""
-    range_ = TRAIN[field]
+
+def _ranged(key: str, unit: str) -> tuple[Callable[[Any], bool], str]:
+    """The check of the numeric setting ``key``: the range of the
+    :class:`~tfnhr.training.TrainOptions` field it sets (:data:`CONFIG_FIELDS`;
+    :data:`tfnhr.ranges.TRAIN`, which the command line checks too), integers written as JSON/YAML
+    integers (``2``, not ``2.0``); and what it must be, in words, with ``unit``."""
+    range_ = TRAIN[CONFIG_FIELDS[key]]
 
     def check(value: Any) -> bool:
         return range_.holds(value) and (not range_.integer or value is None or isinstance(value, int))
@@ -70,7 +80,7 @@ def _optimizer(value) -> bool:
 TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "learning_rate": _ranged("learning_rate", "the optimizer's step size"),
     "optimizer": (_optimizer, f"one of {', '.join(OPTIMIZERS)} or a mapping with such a 'class'"),
-    "gradient_clip": _ranged("clipnorm", "global gradient norm; null: no clipping"),
+    "gradient_clip": _ranged("gradient_clip", "global gradient norm; null: no clipping"),
     "batch_pixels": _ranged("batch_pixels", "pixels per batch; null: 12 median examples"),
     "schedule": (lambda v: v in SCHEDULES, f"one of {', '.join(SCHEDULES)}"),
     "epochs": _ranged("epochs", "passes over the training set"),

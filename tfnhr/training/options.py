@@ -9,16 +9,8 @@ from pathlib import Path
 
 from tfnhr import ranges
 from tfnhr.choices import AUGMENT_LEVELS, DEFAULT_MODEL_PRESET, SCHEDULES
-from tfnhr.network.config_file import NetworkConfig
+from tfnhr.network.config_file import CONFIG_FIELDS, NetworkConfig
 
-CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gradient_clip": "clipnorm",
-                 "batch_pixels": "batch_pixels", "schedule": "halve_on", "epochs": "epochs", "height": "height",
-                 "seed": "seed", "augment": "augment", "validate_every": "validate_every",
-                 "halve_start": "halve_start", "halve_patience": "halve_patience", "halve_margin": "halve_margin",
-                 "anneal": "anneal",
-                 "sort_window": "sort_window", "ema": "ema", "confidence_penalty": "confidence_penalty",
-                 "normalize_spacing": "normalize_spacing"}
-"""Training keys of a config file -> the :class:`TrainOptions` field they set."""
 
 MODEL_FIELDS = ("preset", "mdlstm_units", "conv_filters", "block", "dropout", "cell")
 """Fields that describe the hand-built recognizer; a config file describes the network instead."""
