@@ -159,7 +159,15 @@ def test_small_wide_is_small_with_its_first_level_twice_as_wide():
 def test_small_stem_is_small_wide_with_convolutions_for_its_first_level():
     wide, stem = PRESETS["small-wide"], PRESETS["small-stem"]
     assert stem["mdlstm_units"] == wide["mdlstm_units"][1:] and stem["conv_filters"] == wide["conv_filters"]
-    model = build_recognizer(CHARSET, preset="small-stem", block=((2, 2), (2, 2)))
+    wider = PRESETS["stem-80"]
+    assert wider["stem_filters"] == stem["stem_filters"]
+    assert all(w > s for key in ("mdlstm_units", "conv_filters") for w, s in zip(wider[key], stem[key]))
+
+
+@pytest.mark.parametrize("preset", ["small-stem", "stem-80"])
+def test_a_stem_preset_has_the_layers_and_parameters_of_its_sizes(preset):
+    stem = PRESETS[preset]
+    model = build_recognizer(CHARSET, preset=preset, block=((2, 2), (2, 2)))
     assert model.layer_names == ["stem1", "stem2", "block_conv1", "mdlstm1", "block_conv2", "mdlstm2",
                                  "scores", "output"]
     (s1, s2), (u2, u3), (f1, f2), classes = stem["stem_filters"], stem["mdlstm_units"], stem["conv_filters"], \
