@@ -163,9 +163,10 @@ def build_recognizer(
     """A built :class:`Recognizer` for ``charset``; ``mdlstm_units``/``conv_filters``/``stem_filters``
     default to the ``preset``'s (:data:`PRESETS`: ``"small"`` (2, 10, 50)/(6, 20), ``"small-wide"``
     (4, 10, 50)/(12, 20), ``"large"`` (4, 20, 100)/(12, 40), no stem; ``"small-stem"`` (10, 50)/(12, 20)
-    and ``"stem-80"`` (12, 80)/(16, 32), each after a stem of (8, 16)). Sizes given with one more MDLSTM level than block convolutions leave
-    no place for a stem: then a preset's stem is dropped (``stem_filters`` unset), so that the
-    units and filters of any preset's shape can override a stem preset."""
+    and ``"stem-80"`` (12, 80)/(16, 32), each after a stem of (8, 16)). Sizes given with one more
+    MDLSTM level than block convolutions leave no place for a stem: then a preset's stem is dropped
+    (``stem_filters`` unset), so that the units and filters of any preset's shape can override a
+    stem preset."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
     sizes = PRESETS[preset]

@@ -159,7 +159,10 @@ def test_small_wide_is_small_with_its_first_level_twice_as_wide():
 def test_small_stem_is_small_wide_with_convolutions_for_its_first_level():
     wide, stem = PRESETS["small-wide"], PRESETS["small-stem"]
     assert stem["mdlstm_units"] == wide["mdlstm_units"][1:] and stem["conv_filters"] == wide["conv_filters"]
-    wider = PRESETS["stem-80"]
+
+
+def test_stem_80_is_small_stem_with_wider_levels():
+    stem, wider = PRESETS["small-stem"], PRESETS["stem-80"]
     assert wider["stem_filters"] == stem["stem_filters"]
     assert all(w > s for key in ("mdlstm_units", "conv_filters") for w, s in zip(wider[key], stem[key]))
 
