@@ -33,13 +33,24 @@ Wenniger et al. 2019 (§VII), ``small-wide`` is ``small`` with its first level t
 MODEL_PRESETS = tuple(MODEL_PRESET_SIZES)
 """The names of :data:`MODEL_PRESET_SIZES`."""
 
+TRAIN_FONT_SETS = ("core", "all")
+"""Training-font sets of the synthetic handwriting (:func:`tfnhr.data.synthetic.font_paths`): the
+core hands, or all bundled training hands (the core ones and the more of
+:data:`tfnhr.data.synthetic.MORE_TRAIN_FONTS`). Validation and test fonts are the same in both."""
+
 MAIN_JOB_PRESETS: dict[str, dict] = {
-    "quick": {"train": 9000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100},
-    "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 60.0, "epochs": 80, "validate_lines": 2200},
+    "quick": {"train": 9000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100,
+              "model": "small-stem", "train_fonts": "core"},
+    "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 60.0, "epochs": 80, "validate_lines": 2200,
+             "model": "stem-80", "train_fonts": "all"},
 }
-"""Data sizes (lines), training limits (minutes, epochs) and training lines between validations
-of the main job's two presets (:mod:`tfnhr.main_job`, ``--preset``); the peer benchmark
-(``benchmarks/accuracy_vs_peer.py``) takes its defaults from ``quick``."""
+"""Data sizes (lines), training limits (minutes, epochs), training lines between validations, the
+recognizer size (:data:`MODEL_PRESET_SIZES`) and the training fonts (:data:`TRAIN_FONT_SETS`) of the
+main job's two presets (:mod:`tfnhr.main_job`, ``--preset``); the peer benchmark
+(``benchmarks/accuracy_vs_peer.py``) takes its defaults from ``quick``. In the 14 minutes of
+``quick`` all hands read the validation fonts level and the test fonts 2.1 points worse than the
+core ones; in the hour of ``full`` ``stem-80`` with all hands read the validation fonts 1.7-2.0
+points better than ``small-stem`` with the core ones (docs/performance.md, "Main job")."""
 
 MAIN_JOB_HEIGHT = 36
 """The main job's line height (px; both presets): its lines are scaled to it. Characters are then

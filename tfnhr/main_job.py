@@ -1,10 +1,10 @@
-"""The main job (``make demo``): train the ``small-stem`` recognizer on the embedded synthetic
-handwriting set on CPU and report validation CER/WER on held-out fonts, greedy and with an LM.
+"""The main job (``make demo``): train an MDLSTM recognizer on the embedded synthetic handwriting
+set on CPU and report validation CER/WER on held-out fonts, greedy and with an LM.
 
 Steps, all under ``--out`` (default ``runs/main``):
 
-1. ``synth/``: synthetic lines in the IAM layout (training fonts for train, held-out fonts for
-   validation and test; :mod:`tfnhr.data.synthetic`).
+1. ``synth/``: synthetic lines in the IAM layout (the preset's training fonts for train, held-out
+   fonts for validation and test; :mod:`tfnhr.data.synthetic`).
 2. ``lm.arpa``: a word 3-gram LM (modified Kneser-Ney) of the synthetic corpus's training text.
 3. ``model/``: :func:`tfnhr.training.train` (CTC without a confidence penalty
    (:data:`CONFIDENCE_PENALTY`), Adam 0.005, clipping 10, training-time augmentation, no dropout
@@ -23,8 +23,10 @@ instead, which average their gradients every step: on 2 cores they train about a
 second, but in half the updates, and reached a worse CER in the same 14 minutes
 (docs/performance.md, "Main job").
 
-``--preset quick`` (default) fits in 20 minutes on 2 cores; ``--preset full`` trains an hour on
-more data for lower error rates (docs/performance.md, "Main job", has the measured ones).
+``--preset quick`` (default) fits in 20 minutes on 2 cores and trains ``small-stem`` on the core
+training fonts; ``--preset full`` trains the larger ``stem-80`` an hour on more lines of all bundled
+training fonts for lower error rates (:data:`tfnhr.choices.MAIN_JOB_PRESETS`; docs/performance.md,
+"Main job", has the measured ones).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ if __name__ == "__main__":  # python -m tfnhr.main_job: before the imports below
 
 from tfnhr.choices import (AUGMENT_LEVELS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MAIN_JOB_BATCH_PIXELS,
                            MAIN_JOB_BLOCKS, MAIN_JOB_HEIGHT, MAIN_JOB_PIXELS_PER_LINE, MAIN_JOB_PRESETS,
-                           MODEL_PRESETS)
+                           MODEL_PRESETS, TRAIN_FONT_SETS)
 from tfnhr.commands.common import DefaultsHelpFormatter
 from tfnhr.data import synthetic
 from tfnhr.data.samples import TextImageSet
@@ -64,13 +66,6 @@ ENSEMBLE_NAME = f"{len(ENSEMBLE_WIDTHS)} widths x {len(ENSEMBLE_SHEARS)} shears"
 SAMPLE_LINES = 8
 """Test lines shown in ``samples.png`` (the first few also printed)."""
 
-MODEL = "small-stem"
-"""The recognizer the main job trains (``--model``; ``tfnhr train``'s default is
-:data:`tfnhr.choices.DEFAULT_MODEL_PRESET`). Its convolutional stem makes rounds 1.2x shorter, and
-in the 14 minutes it read the held-out fonts 0.5-1.8 points better than ``small-wide`` on two
-seeds; on handwritten digits it read worse once (median 4.46 against 3.46 %), so ``tfnhr train``
-keeps ``small-wide`` (docs/performance.md, "A convolutional stem")."""
-
 DROPOUT = 0.0
 """Dropout on the MDLSTM outputs in the main job (``tfnhr train``'s default is 0.25). Without
 dropout the 14-minute run (then with 20 training fonts) read the held-out fonts 2.5-2.8 points
@@ -86,7 +81,8 @@ fonts 0.1 read 0.8 points worse in 24 views in a ``make demo`` run (docs/perform
 
 def _preset_values(key: str) -> str:
     """``"full 60, quick 14"``: what each preset sets ``key`` to."""
-    return ", ".join(f"{name} {preset[key]:g}" for name, preset in sorted(MAIN_JOB_PRESETS.items()))
+    return ", ".join(f"{name} {preset[key]:{'' if isinstance(preset[key], str) else 'g'}}"
+                     for name, preset in sorted(MAIN_JOB_PRESETS.items()))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,8 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
                             help=f"{subset} lines (default: the preset's, {_preset_values(subset)})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic lines, the weights and the shuffling")
     parser.add_argument("--augment", choices=AUGMENT_LEVELS, default="default", help="training-time augmentation")
-    parser.add_argument("--model", choices=MODEL_PRESETS, default=MODEL,
-                        help="recognizer size (tfnhr.models.recognizer.PRESETS)")
+    parser.add_argument("--model", choices=MODEL_PRESETS, default=None,
+                        help=f"recognizer size (tfnhr.models.recognizer.PRESETS; default: the preset's, "
+                             f"{_preset_values('model')}; small-stem's convolutional stem makes rounds 1.2x shorter "
+                             f"than small-wide's, tfnhr train's default)")
+    parser.add_argument("--train-fonts", choices=TRAIN_FONT_SETS, default=None,
+                        help=f"training hands (default: the preset's, {_preset_values('train_fonts')}); the held-out "
+                             f"fonts are the same")
     parser.add_argument("--dropout", type=TRAIN["dropout"].type, default=DROPOUT, help="dropout on MDLSTM outputs")
     parser.add_argument("--confidence-penalty", type=TRAIN["confidence_penalty"].type, default=CONFIDENCE_PENALTY,
                         metavar="WEIGHT", help="weight of the output columns' entropy subtracted from the CTC loss")
@@ -129,6 +130,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--workers must be >= 1, got {args.workers}")
     if args.batch_pixels < MAIN_JOB_PIXELS_PER_LINE:
         parser.error(f"--batch-pixels must hold at least one line ({MAIN_JOB_PIXELS_PER_LINE}), got {args.batch_pixels}")
+    for key in ("model", "train_fonts"):
+        if getattr(args, key) is None:
+            setattr(args, key, MAIN_JOB_PRESETS[args.preset][key])
     return args
 
 
@@ -178,10 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
 
     data = args.out / "synth"
-    print(f"[1/4] synthetic lines: {preset['train']} train, {preset['val']} val, {preset['test']} test -> {data}",
-          flush=True)
+    train_fonts = len(synthetic.font_paths("train", args.train_fonts))
+    print(f"[1/4] synthetic lines: {preset['train']} train ({train_fonts} {args.train_fonts} training fonts), "
+          f"{preset['val']} val, {preset['test']} test -> {data}", flush=True)
     synthetic.write_iam_layout(data, {"train": preset["train"], "val": preset["val"], "test": preset["test"]},
-                               kind="lines", seed=args.seed)
+                               kind="lines", seed=args.seed, train_fonts=args.train_fonts)
     print(f"[2/4] word 3-gram LM of the training text -> {args.out / 'lm.arpa'}", flush=True)
     lm_stats = build_arpa(synthetic.corpus_text("train").splitlines(), order=3, out_path=args.out / "lm.arpa")
     time_limit = args.time_limit if args.time_limit is not None else preset["time_limit"]
@@ -192,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = training_options(args, data, preset["epochs"], time_limit, preset["validate_lines"])
     summary = train(options) if workers == 1 else train_with_workers(options, workers)
     print("[4/4] evaluating the best model on held-out fonts", flush=True)
-    results = {"preset": args.preset, "training": summary, "lm": {k: lm_stats[k] for k in ("vocabulary", "ngrams")}}
+    results = {"preset": args.preset, "model": args.model, "train_fonts": args.train_fonts, "training": summary, "lm": {k: lm_stats[k] for k in ("vocabulary", "ngrams")}}
     model = load_recognizer(args.out / "model" / "best.keras")
     for subset in ("val", "test"):
         results[subset] = evaluate_subset(model, data, subset, args.out / "lm.arpa", args.out / "model" / f"{subset}.json")

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tfnhr.data import synthetic
 from tfnhr.models import load_recognizer
 
 
@@ -28,9 +29,11 @@ def test_main_job_trains_and_reports_greedy_and_lm_error_rates(tmp_path):
     for step in ("[1/4]", "[2/4]", "[3/4]", "[4/4]", "model saved at", "  ref:  ", "  read: "):
         assert step in result.stdout
     assert "on lines scaled to 36 px" in result.stdout
+    assert f"16 train ({len(synthetic.FONT_SPLITS['train'])} core training fonts)" in result.stdout
     for picture in (out / "samples.png", out / "model" / "curves.png"):
         assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000
     report = json.loads((out / "main.json").read_text())
+    assert (report["model"], report["train_fonts"]) == ("small-stem", "core")
     assert report["training"]["epochs_run"] == 1 and report["training"]["stopped_by_time_limit"]
     assert report["training"]["train_examples"] + report["training"]["val_examples"] <= 20
     for subset in ("val", "test"):
@@ -74,6 +77,22 @@ def test_batch_pixels_below_one_line_is_refused_in_one_line(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--batch-pixels", "5000"])
     assert "--batch-pixels must hold at least one line (16500), got 5000" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "model", "train_fonts"), [
+    ([], "small-stem", "core"), (["--preset", "full"], "stem-80", "all"),
+    (["--preset", "full", "--model", "small-stem"], "small-stem", "all"),
+    (["--train-fonts", "all", "--model", "stem-80"], "stem-80", "all")])
+def test_each_preset_picks_its_recognizer_and_training_fonts_unless_told(argv, model, train_fonts, capsys):
+    from tfnhr.choices import MAIN_JOB_PRESETS
+    from tfnhr.main_job import build_parser, parse_args
+
+    args = parse_args(argv)
+    assert (args.model, args.train_fonts) == (model, train_fonts)
+    if "--model" not in argv:
+        assert args.model == MAIN_JOB_PRESETS[args.preset]["model"]
+    build_parser().print_help()
+    assert "full stem-80, quick small-stem" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize("argv", [[], ["--model", "large", "--augment", "strong", "--batch-pixels", "60000",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from tfnhr.choices import KINDS, PAGE_LAYOUTS
+from tfnhr.choices import KINDS, PAGE_LAYOUTS, TRAIN_FONT_SETS
 from tfnhr.commands.common import DefaultsHelpFormatter, reports_errors
 from tfnhr.ranges import COUNT, NONNEGATIVE, NONNEGATIVE_COUNT, POSITIVE
 
@@ -43,6 +43,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="shortest text in characters; None: 12 for lines, 1 for words")
     parser.add_argument("--max-chars", type=COUNT.type, default=None,
                         help="longest text in characters; None: 40 for lines, 16 for words")
+    parser.add_argument("--train-fonts", choices=TRAIN_FONT_SETS, default="core",
+                        help="training hands: the core ones, or all bundled ones (more scripts; they pay only with "
+                             "long training); the held-out fonts are the same")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run_synth)
 
@@ -55,9 +58,10 @@ def run_synth(args: argparse.Namespace) -> int:
     style = synthetic.RenderStyle(font_size=tuple(args.font_size), **synthetic.letter_variation(args.letter_variation))
     counts = {"train": args.train, "val": args.val, "test": args.test}
     if args.layout != "iam":
-        if args.kind != "lines" or args.min_chars is not None or args.max_chars is not None:
-            raise ValueError("a page --layout writes lines of the default lengths: leave out --kind, --min-chars "
-                             "and --max-chars")
+        if (args.kind != "lines" or args.min_chars is not None or args.max_chars is not None
+                or args.train_fonts != "core"):
+            raise ValueError("a page --layout writes lines of the default lengths in the core fonts: leave out "
+                             "--kind, --min-chars, --max-chars and --train-fonts")
         summary = synthetic_pages.write_pages(args.out, counts, layout=args.layout, seed=args.seed, style=style,
                                               progress=not args.quiet)
         print(json.dumps(summary, indent=1))
@@ -65,6 +69,6 @@ def run_synth(args: argparse.Namespace) -> int:
     summary = synthetic.write_iam_layout(
         args.out, counts, kind=args.kind,
         seed=args.seed, style=style, progress=not args.quiet,
-        min_chars=args.min_chars, max_chars=args.max_chars)
+        min_chars=args.min_chars, max_chars=args.max_chars, train_fonts=args.train_fonts)
     print(json.dumps(summary, indent=1))
     return 0

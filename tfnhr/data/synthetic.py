@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from tfnhr.choices import KINDS, SUBSETS
+from tfnhr.choices import KINDS, SUBSETS, TRAIN_FONT_SETS
 from tfnhr.data.iam import OFFICIAL_SPLIT_DIR, OFFICIAL_SPLIT_FILES, OFFICIAL_VALIDATION2
 from tfnhr.progress import Progress
 
@@ -61,7 +61,45 @@ FONT_SPLITS: dict[str, list[str]] = {
     "val": ["Breip.ttf", "Kristi.ttf"],
     "test": ["Rufscript010.ttf", "Purisa.otf"],
 }
-"""Font files (in ``data/fonts/``) per split; val and test fonts are of families absent from train."""
+"""Font files (in ``data/fonts/``) per split; val and test fonts are of families absent from train.
+The training fonts are the ``core`` set of :data:`~tfnhr.choices.TRAIN_FONT_SETS`."""
+
+MORE_TRAIN_FONTS: list[str] = [
+    "aguafina-script.woff", "alex-brush.woff", "allison.woff", "allura.woff", "amita.woff", "arizonia.woff",
+    "bad-script.woff", "berkshire-swash.woff", "beth-ellen.woff", "bilbo.woff", "birthstone.woff",
+    "birthstone-bounce.woff", "bonheur-royale.woff", "borel.woff", "caramel.woff", "carattere.woff",
+    "charm.woff", "charmonman.woff", "chilanka.woff", "clicker-script.woff", "comforter.woff",
+    "comforter-brush.woff", "cookie.woff", "corinthia.woff", "courgette.woff", "damion.woff", "dekko.woff",
+    "delicious-handrawn.woff", "dr-sugiyama.woff", "eagle-lake.woff", "east-sea-dokdo.woff",
+    "edu-au-vic-wa-nt-hand.woff", "edu-nsw-act-foundation.woff", "edu-qld-beginner.woff",
+    "edu-sa-beginner.woff", "edu-tas-beginner.woff", "edu-vic-wa-nt-beginner.woff", "engagement.woff",
+    "ephesis.woff", "estonia.woff", "felipa.woff", "fondamento.woff", "fuggles.woff",
+    "fuzzy-bubbles.woff", "gaegu.woff", "gamja-flower.woff", "grand-hotel.woff", "grape-nuts.woff",
+    "great-vibes.woff", "grechen-fuemen.woff", "grey-qo.woff", "gveret-levin.woff", "gwendolyn.woff",
+    "hachi-maru-pop.woff", "herr-von-muellerhoff.woff", "hi-melody.woff", "hurricane.woff",
+    "imperial-script.woff", "ingrid-darling.woff", "inspiration.woff", "island-moments.woff", "italianno.woff",
+    "jim-nightshade.woff", "kavivanar.woff", "kolker-brush.woff", "lakki-reddy.woff", "licorice.woff",
+    "lovers-quarrel.woff", "luxurious-script.woff", "lxgw-wenkai-tc.woff", "mea-culpa.woff", "meddon.woff",
+    "meie-script.woff", "meow-script.woff", "merienda.woff", "miss-fajardose.woff",
+    "monsieur-la-doulaise.woff", "montez.woff", "moon-dance.woff", "mr-bedfort.woff", "mr-dafoe.woff",
+    "mr-de-haviland.woff", "mrs-saint-delafield.woff", "ms-madi.woff", "my-soul.woff", "mynerve.woff",
+    "nerko-one.woff", "niconne.woff", "norican.woff", "oooh-baby.woff", "pacifico.woff", "pangolin.woff",
+    "parisienne.woff", "passions-conflict.woff", "petit-formal-script.woff", "pinyon-script.woff",
+    "playpen-sans.woff", "princess-sofia.woff", "puppies-play.woff", "qwigley.woff",
+    "quintessential.woff", "rancho.woff", "redressed.woff", "rochester.woff", "rouge-script.woff",
+    "ruge-boogie.woff", "sacramento.woff", "sassy-frass.woff", "satisfy.woff",
+    "sedgwick-ave.woff", "send-flowers.woff", "shadows-into-light-two.woff", "smooch.woff", "sofia.woff",
+    "square-peg.woff", "stalemate.woff", "sunshiney.woff", "tangerine.woff", "the-nautigal.woff",
+    "twinkle-star.woff", "updock.woff", "vibur.woff", "vujahday-script.woff", "water-brush.woff",
+    "waterfall.woff", "whisper.woff", "windsong.woff", "yellowtail.woff", "yesteryear.woff",
+    "playwrite-de-grund.woff", "playwrite-us-trad.woff", "playwrite-fr-moderne.woff", "playwrite-nl.woff",
+    "playwrite-es.woff", "playwrite-cz.woff", "playwrite-no.woff", "playwrite-ar.woff", "playwrite-at.woff",
+    "playwrite-au-qld.woff",
+]
+"""Training fonts of the ``all`` set beyond ``FONT_SPLITS["train"]``: Fontsource handwriting
+families (every one tried that draws all of :data:`CHARS` with lower case unlike its capitals; see
+``data/fonts/README.md``). They help the cursive validation hand and cost the print-like ones,
+and pay only with more training time (docs/performance.md, "Training fonts")."""
 
 STROKE_LIMIT = {"Kristi.ttf": 0.25}
 """Most pen width (px, see :attr:`RenderStyle.stroke_width`) added to fonts whose letters are so
@@ -80,10 +118,14 @@ def _check_split(split: str) -> None:
         raise ValueError(f"split must be one of {SUBSETS}, got {split!r}")
 
 
-def font_paths(split: str) -> list[Path]:
-    """The bundled font files of ``split`` ("train", "val" or "test")."""
+def font_paths(split: str, train_fonts: str = "core") -> list[Path]:
+    """The bundled font files of ``split`` ("train", "val" or "test"); ``train_fonts`` (one of
+    :data:`~tfnhr.choices.TRAIN_FONT_SETS`) picks the training ones."""
     _check_split(split)
-    return [FONT_DIR / name for name in FONT_SPLITS[split]]
+    if train_fonts not in TRAIN_FONT_SETS:
+        raise ValueError(f"train_fonts must be one of {TRAIN_FONT_SETS}, got {train_fonts!r}")
+    more = MORE_TRAIN_FONTS if split == "train" and train_fonts == "all" else []
+    return [FONT_DIR / name for name in FONT_SPLITS[split] + more]
 
 
 @functools.lru_cache(maxsize=None)
@@ -445,14 +487,15 @@ class RenderedExample(NamedTuple):
 
 
 def render_example(seed: int, kind: str, split: str, index: int, style: RenderStyle = RenderStyle(),
-                   chars: tuple[int | None, int | None] = (None, None)) -> RenderedExample:
+                   chars: tuple[int | None, int | None] = (None, None),
+                   train_fonts: str = "core") -> RenderedExample:
     """Example ``index`` of a split, from its own random stream (what :func:`generate` gives,
     plus each word's box and the font); ``chars``: ``(min_chars, max_chars)`` of
-    :func:`sample_texts`."""
+    :func:`sample_texts`; ``train_fonts``: the training-font set (:func:`font_paths`)."""
     _check_args(seed, kind, split)
     rng = np.random.default_rng([seed, SUBSETS.index(split), KINDS.index(kind), index])
     text = sample_texts(kind, 1, rng, split, *chars)[0]
-    fonts = font_paths(split)
+    fonts = font_paths(split, train_fonts)
     font = fonts[int(rng.integers(len(fonts)))]
     image, boxes = _render(text, font, rng, style)
     return RenderedExample(image, text, boxes, font.name)
@@ -613,7 +656,8 @@ def read_fonts(set_dir: str | Path) -> dict[str, str]:
 
 def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str = "lines", seed: int = 0,
                      style: RenderStyle = RenderStyle(), progress: bool = True,
-                     min_chars: int | None = None, max_chars: int | None = None) -> dict:
+                     min_chars: int | None = None, max_chars: int | None = None,
+                     train_fonts: str = "core") -> dict:
     """Write a synthetic set in the IAM folder layout and return a summary.
 
     ``counts``: examples per split, e.g. ``{"train": 2000, "val": 200, "test": 200}`` (lines, or
@@ -624,6 +668,7 @@ def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str =
     (``validationset2.txt`` is written empty). ``out_dir`` must be new, empty or an earlier
     synthetic set (which is replaced); anything else raises ``FileExistsError``. ``min_chars``,
     ``max_chars``: text lengths as in :func:`sample_texts` (of lines for kind "both").
+    ``train_fonts``: the training-font set (:func:`font_paths`; the held-out fonts are the same).
 
     Returns ``{"out_dir", "kind", "seed", "counts": {split: {"lines": n, "words": n}},
     "images", "pixels", "seconds", "images_per_second"}`` (images and pixels of all files).
@@ -633,17 +678,19 @@ def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str =
         raise ValueError(f"counts must map splits {SUBSETS} to numbers >= 0, got {dict(counts)}")
     text_kind = "words" if kind == "words" else "lines"
     sample_texts(text_kind, 1, np.random.default_rng(seed), "train", min_chars, max_chars)  # raises on bad lengths
+    fonts = {split: [path.name for path in font_paths(split, train_fonts)] for split in SUBSETS}
     out = Path(out_dir)
     _prepare(out)
     params = {"kind": kind, "seed": seed, "counts": dict(counts), "min_chars": min_chars, "max_chars": max_chars,
-              "style": dataclasses.asdict(style), "fonts": FONT_SPLITS}
+              "style": dataclasses.asdict(style), "train_fonts": train_fonts, "fonts": fonts}
     (out / MARKER).write_text(json.dumps(params, indent=1) + "\n")
 
     writer, bar = _IamWriter(out), Progress(sum(counts.values()), "synth", unit="examples", enabled=progress)
     for split, count in counts.items():
         form_y = 0
         for index in range(count):
-            image, text, boxes, font = render_example(seed, text_kind, split, index, style, (min_chars, max_chars))
+            image, text, boxes, font = render_example(seed, text_kind, split, index, style, (min_chars, max_chars),
+                                                      train_fonts)
             if kind == "words":
                 line_id = _line_id(split, index // WORDS_PER_LINE)
                 writer.word(split, f"{line_id}-{index % WORDS_PER_LINE:02d}", image, text, 0, 0)

@@ -16,7 +16,7 @@ from tfnhr.commands import synth
 from tfnhr.data import synthetic
 from tfnhr.data.images import load_gray
 
-ALL_FONTS = [path for split in SUBSETS for path in synthetic.font_paths(split)]
+ALL_FONTS = [path for split in SUBSETS for path in synthetic.font_paths(split, train_fonts="all")]
 
 
 def glyph(font: ImageFont.FreeTypeFont, char: str) -> np.ndarray:
@@ -32,6 +32,9 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
 def test_font_splits_are_bundled_and_held_out():
     names = {split: set(synthetic.FONT_SPLITS[split]) for split in SUBSETS}
     assert len(names["train"]) >= 6 and len(names["val"]) >= 2 and len(names["test"]) >= 2
+    more = synthetic.MORE_TRAIN_FONTS
+    assert len(more) >= 100 and len(set(more)) == len(more) and not set(more) & names["train"]
+    names["train"] |= set(more)
     assert not (names["train"] & names["val"] or names["train"] & names["test"] or names["val"] & names["test"])
     family = lambda name: re.split(r"[-.]|\d", name)[0].lower()  # noqa: E731
     assert not {family(n) for n in names["train"]} & {family(n) for n in names["val"] | names["test"]}
@@ -52,6 +55,37 @@ def test_every_char_has_a_distinct_glyph(path):
         assert not same(bitmap, notdef), f"{path.name}: {char!r} is missing (.notdef)"
     for lower in string.ascii_lowercase:
         assert not same(glyphs[lower], glyphs[lower.upper()]), f"{path.name}: {lower!r} looks like its capital"
+
+
+def test_the_all_set_adds_training_fonts_and_keeps_the_held_out_ones():
+    for split in ("val", "test"):
+        assert synthetic.font_paths(split, "all") == synthetic.font_paths(split, "core") == [
+            synthetic.FONT_DIR / name for name in synthetic.FONT_SPLITS[split]]
+    core, every = synthetic.font_paths("train", "core"), synthetic.font_paths("train", "all")
+    assert every[:len(core)] == core and [p.name for p in every[len(core):]] == synthetic.MORE_TRAIN_FONTS
+    with pytest.raises(ValueError, match="train_fonts must be one of"):
+        synthetic.font_paths("train", "some")
+
+
+def test_a_set_of_all_fonts_draws_its_training_lines_from_them_and_its_held_out_lines_alike(tmp_path):
+    """Training lines come from the chosen set (the fonts file says which); validation and test
+    lines are the very images of the core set's (same random streams, same fonts)."""
+    counts = {"train": 40, "val": 3, "test": 3}
+    for fonts in ("core", "all"):
+        synthetic.write_iam_layout(tmp_path / fonts, counts, seed=4, progress=False, train_fonts=fonts)
+        marker = json.loads((tmp_path / fonts / synthetic.MARKER).read_text())
+        assert marker["train_fonts"] == fonts
+        assert marker["fonts"]["train"] == [p.name for p in synthetic.font_paths("train", fonts)]
+    drawn = {fonts: synthetic.read_fonts(tmp_path / fonts) for fonts in ("core", "all")}
+    train_ids = [i for i in drawn["all"] if i.startswith(synthetic.FORM_PREFIX["train"])]
+    assert {drawn["all"][i] for i in train_ids} <= set(synthetic.FONT_SPLITS["train"] + synthetic.MORE_TRAIN_FONTS)
+    assert {drawn["all"][i] for i in train_ids} & set(synthetic.MORE_TRAIN_FONTS)  # 40 lines: P(none) < 1e-9
+    held_out = [i for i in drawn["all"] if not i.startswith(synthetic.FORM_PREFIX["train"])]
+    assert len(held_out) == 6
+    for line_id in held_out:
+        assert drawn["all"][line_id] == drawn["core"][line_id]
+        assert same(load_gray(image_path(tmp_path / "all", "lines", line_id)),
+                    load_gray(image_path(tmp_path / "core", "lines", line_id)))
 
 
 def test_text_splits_are_normalised_and_disjoint():
@@ -289,3 +323,15 @@ def test_cli_letter_variation_renders_with_the_scaled_jitters(tmp_path):
     expected = synthetic.render_example(0, "lines", "train", 0, style).image
     assert np.array_equal(load_gray(image_path(out, "lines", line_id)), expected)
     assert not np.array_equal(synthetic.render_example(0, "lines", "train", 0).image, expected)
+
+
+def test_cli_train_fonts_reach_the_set_and_a_page_layout_refuses_them(tmp_path, capsys):
+    out = tmp_path / "all"
+    assert run_cli("--out", str(out), "--train", "2", "--val", "0", "--test", "0", "--quiet", "--train-fonts", "all") == 0
+    assert json.loads((out / synthetic.MARKER).read_text())["train_fonts"] == "all"
+    line_id = parse_rows(out / "ascii" / "lines.txt")[1][0]
+    expected = synthetic.render_example(0, "lines", "train", 1, train_fonts="all").image
+    assert np.array_equal(load_gray(image_path(out, "lines", line_id)), expected)
+    capsys.readouterr()
+    assert run_cli("--out", str(tmp_path / "pages"), "--layout", "page", "--train-fonts", "all") == 2
+    assert "--train-fonts" in capsys.readouterr().err and not (tmp_path / "pages").exists()
