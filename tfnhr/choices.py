@@ -80,7 +80,8 @@ def describe_presets() -> str:
 
 
 DEFAULT_MODEL_PRESET = "small-wide"
-"""The size ``tfnhr train``, the Horovod job and the main job train by default."""
+"""The size ``tfnhr train`` and the Horovod job train by default (the main job's are in
+:data:`MAIN_JOB_PRESETS`)."""
 
 KINDS = ("lines", "words")
 """Line or word images of a data set in IAM layout."""

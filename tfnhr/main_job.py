@@ -81,8 +81,9 @@ fonts 0.1 read 0.8 points worse in 24 views in a ``make demo`` run (docs/perform
 
 def _preset_values(key: str) -> str:
     """``"full 60, quick 14"``: what each preset sets ``key`` to."""
-    return ", ".join(f"{name} {preset[key]:{'' if isinstance(preset[key], str) else 'g'}}"
-                     for name, preset in sorted(MAIN_JOB_PRESETS.items()))
+    values = {name: preset[key] for name, preset in MAIN_JOB_PRESETS.items()}
+    return ", ".join(f"{name} {value if isinstance(value, str) else f'{value:g}'}"
+                     for name, value in sorted(values.items()))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()),
                                      formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--preset", choices=sorted(MAIN_JOB_PRESETS), default="quick",
-                        help="data sizes and training time (quick: about 20 min in all on 2 cores; full: an hour)")
+                        help="data sizes, training time, recognizer and training fonts (quick: about 20 min in all "
+                             "on 2 cores; full: an hour of training)")
     parser.add_argument("--out", type=Path, default=Path("runs/main"),
                         help="folder for synth/, lm.arpa, model/, main.json and samples.png")
     parser.add_argument("--time-limit", type=float, default=None,
@@ -182,8 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
 
     data = args.out / "synth"
-    train_fonts = len(synthetic.font_paths("train", args.train_fonts))
-    print(f"[1/4] synthetic lines: {preset['train']} train ({train_fonts} {args.train_fonts} training fonts), "
+    font_count = len(synthetic.font_paths("train", args.train_fonts))
+    print(f"[1/4] synthetic lines: {preset['train']} train (fonts: {args.train_fonts}, {font_count}), "
           f"{preset['val']} val, {preset['test']} test -> {data}", flush=True)
     synthetic.write_iam_layout(data, {"train": preset["train"], "val": preset["val"], "test": preset["test"]},
                                kind="lines", seed=args.seed, train_fonts=args.train_fonts)
@@ -197,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = training_options(args, data, preset["epochs"], time_limit, preset["validate_lines"])
     summary = train(options) if workers == 1 else train_with_workers(options, workers)
     print("[4/4] evaluating the best model on held-out fonts", flush=True)
-    results = {"preset": args.preset, "model": args.model, "train_fonts": args.train_fonts, "training": summary, "lm": {k: lm_stats[k] for k in ("vocabulary", "ngrams")}}
+    results = {"preset": args.preset, "model": args.model, "train_fonts": args.train_fonts, "training": summary,
+               "lm": {k: lm_stats[k] for k in ("vocabulary", "ngrams")}}
     model = load_recognizer(args.out / "model" / "best.keras")
     for subset in ("val", "test"):
         results[subset] = evaluate_subset(model, data, subset, args.out / "lm.arpa", args.out / "model" / f"{subset}.json")

@@ -29,7 +29,7 @@ def test_main_job_trains_and_reports_greedy_and_lm_error_rates(tmp_path):
     for step in ("[1/4]", "[2/4]", "[3/4]", "[4/4]", "model saved at", "  ref:  ", "  read: "):
         assert step in result.stdout
     assert "on lines scaled to 36 px" in result.stdout
-    assert f"16 train ({len(synthetic.FONT_SPLITS['train'])} core training fonts)" in result.stdout
+    assert f"16 train (fonts: core, {len(synthetic.FONT_SPLITS['train'])})" in result.stdout
     for picture in (out / "samples.png", out / "model" / "curves.png"):
         assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000
     report = json.loads((out / "main.json").read_text())
@@ -83,19 +83,23 @@ def test_batch_pixels_below_one_line_is_refused_in_one_line(capsys):
     ([], "small-stem", "core"), (["--preset", "full"], "stem-80", "all"),
     (["--preset", "full", "--model", "small-stem"], "small-stem", "all"),
     (["--train-fonts", "all", "--model", "stem-80"], "stem-80", "all")])
-def test_each_preset_picks_its_recognizer_and_training_fonts_unless_told(argv, model, train_fonts, capsys):
-    from tfnhr.choices import MAIN_JOB_PRESETS
-    from tfnhr.main_job import build_parser, parse_args
+def test_each_preset_picks_its_recognizer_and_training_fonts_unless_told(argv, model, train_fonts):
+    from tfnhr.main_job import parse_args
 
     args = parse_args(argv)
     assert (args.model, args.train_fonts) == (model, train_fonts)
-    if "--model" not in argv:
-        assert args.model == MAIN_JOB_PRESETS[args.preset]["model"]
+
+
+def test_the_help_names_each_presets_values(capsys):
+    from tfnhr.main_job import build_parser
+
     build_parser().print_help()
-    assert "full stem-80, quick small-stem" in " ".join(capsys.readouterr().out.split())
+    help_text = " ".join(capsys.readouterr().out.split())
+    for values in ("full stem-80, quick small-stem", "full all, quick core", "full 60, quick 14"):
+        assert f"the preset's, {values}" in help_text
 
 
-@pytest.mark.parametrize("argv", [[], ["--model", "large", "--augment", "strong", "--batch-pixels", "60000",
+@pytest.mark.parametrize("argv", [[], ["--preset", "full", "--workers", "2"], ["--model", "large", "--augment", "strong", "--batch-pixels", "60000",
                                       "--workers", "2", "--seed", "3", "--dropout", "0.25", "--normalize-spacing",
                                       "--confidence-penalty", "0.1"]])
 def test_the_workers_train_with_the_options_of_the_main_job(argv, tmp_path):

@@ -96,10 +96,10 @@ MORE_TRAIN_FONTS: list[str] = [
     "playwrite-es.woff", "playwrite-cz.woff", "playwrite-no.woff", "playwrite-ar.woff", "playwrite-at.woff",
     "playwrite-au-qld.woff",
 ]
-"""Training fonts of the ``all`` set beyond ``FONT_SPLITS["train"]``: Fontsource handwriting
-families (every one tried that draws all of :data:`CHARS` with lower case unlike its capitals; see
-``data/fonts/README.md``). They help the cursive validation hand and cost the print-like ones,
-and pay only with more training time (docs/performance.md, "Training fonts")."""
+"""Training fonts of the ``all`` set beyond ``FONT_SPLITS["train"]``: Google Fonts handwriting
+families as Fontsource packages them, those tried that draw all of :data:`CHARS` with lower case
+unlike its capitals and passed a look (``data/fonts/README.md``). They help the cursive validation
+hand and cost the print-like ones (docs/performance.md, "Training fonts" and "Main job")."""
 
 STROKE_LIMIT = {"Kristi.ttf": 0.25}
 """Most pen width (px, see :attr:`RenderStyle.stroke_width`) added to fonts whose letters are so
