@@ -48,9 +48,11 @@ MAIN_JOB_PRESETS: dict[str, dict] = {
 recognizer size (:data:`MODEL_PRESET_SIZES`) and the training fonts (:data:`TRAIN_FONT_SETS`) of the
 main job's two presets (:mod:`tfnhr.main_job`, ``--preset``); the peer benchmark
 (``benchmarks/accuracy_vs_peer.py``) takes its defaults from ``quick``. In the 14 minutes of
-``quick`` all hands read the validation fonts level and the test fonts 2.1 points worse than the
-core ones; in the hour of ``full`` ``stem-80`` with all hands read the validation fonts 1.7-2.0
-points better than ``small-stem`` with the core ones (docs/performance.md, "Main job")."""
+``quick`` an earlier choice of the more hands read the validation fonts level and the test fonts
+1.5-2.1 points worse than the core ones (docs/performance.md, "Training fonts"); in the hour of
+``full`` ``stem-80`` on all hands read the validation fonts 0.9-1.2 points and the test fonts
+0.3-0.9 points better than ``small-stem`` on the core ones (one sample each; docs/performance.md,
+"The full preset's recognizer and fonts")."""
 
 MAIN_JOB_HEIGHT = 36
 """The main job's line height (px; both presets): its lines are scaled to it. Characters are then
