@@ -99,9 +99,10 @@ def test_the_help_names_each_presets_values(capsys):
         assert f"the preset's, {values}" in help_text
 
 
-@pytest.mark.parametrize("argv", [[], ["--preset", "full", "--workers", "2"], ["--model", "large", "--augment", "strong", "--batch-pixels", "60000",
-                                      "--workers", "2", "--seed", "3", "--dropout", "0.25", "--normalize-spacing",
-                                      "--confidence-penalty", "0.1"]])
+@pytest.mark.parametrize("argv", [[], ["--preset", "full", "--workers", "2"],
+                                  ["--model", "large", "--augment", "strong", "--batch-pixels", "60000",
+                                   "--workers", "2", "--seed", "3", "--dropout", "0.25", "--normalize-spacing",
+                                   "--confidence-penalty", "0.1"]])
 def test_the_workers_train_with_the_options_of_the_main_job(argv, tmp_path):
     """The flags handed to Horovod workers, read back by ``tfnhr train``'s parser, are exactly the
     options that the main job trains with in this process."""

@@ -44,9 +44,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-chars", type=COUNT.type, default=None,
                         help="longest text in characters; None: 40 for lines, 16 for words")
     parser.add_argument("--train-fonts", choices=TRAIN_FONT_SETS, default="core",
-                        help="training hands: the 65 core ones, or all 204 bundled ones (more scripts: better on "
-                             "cursive hands, worse on print-like ones; the main job's full preset trains on them); "
-                             "the held-out fonts are the same")
+                        help="training hands: the 65 core ones, or all 204 bundled ones (many more scripts; they "
+                             "pay with long training: the main job's full preset trains on them); the held-out "
+                             "fonts are the same")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run_synth)
 
