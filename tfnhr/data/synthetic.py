@@ -98,8 +98,9 @@ MORE_TRAIN_FONTS: list[str] = [
 ]
 """Training fonts of the ``all`` set beyond ``FONT_SPLITS["train"]``: Google Fonts handwriting
 families as Fontsource packages them, those tried that draw all of :data:`CHARS` with lower case
-unlike its capitals and passed a look (``data/fonts/README.md``). They help the cursive validation
-hand and cost the print-like ones (docs/performance.md, "Training fonts" and "Main job")."""
+unlike its capitals and passed a look (``data/fonts/README.md``). In 14 minutes of training an
+earlier choice of them cost the print-like test hands; in an hour with ``stem-80`` these read all
+held-out hands better (docs/performance.md, "Training fonts" and "Main job")."""
 
 STROKE_LIMIT = {"Kristi.ttf": 0.25}
 """Most pen width (px, see :attr:`RenderStyle.stroke_width`) added to fonts whose letters are so
