@@ -5,7 +5,9 @@ Steps, all under ``--out`` (default ``runs/main``):
 
 1. ``synth/``: synthetic lines in the IAM layout (the preset's training fonts for train, held-out
    fonts for validation and test; :mod:`tfnhr.data.synthetic`).
-2. ``lm.arpa``: a word 3-gram LM (modified Kneser-Ney) of the synthetic corpus's training text.
+2. ``lm.arpa``: a word 3-gram LM (modified Kneser-Ney) of the synthetic corpus's training text
+   in lower-case tokens (:mod:`tfnhr.lm.tokens`), its unseen words backed by the 100,000 most
+   frequent English words (:mod:`tfnhr.lm.background`).
 3. ``model/``: :func:`tfnhr.training.train` (CTC without a confidence penalty
    (:data:`CONFIDENCE_PENALTY`), Adam 0.005, clipping 10, training-time augmentation, no dropout
    (:data:`DROPOUT`), validation every 100 updates, LR halving on validation CER/WER once the
@@ -52,7 +54,7 @@ from tfnhr.data.sources import load_data_subset
 from tfnhr.decoding import make_decoder
 from tfnhr.evaluation import evaluate_set, format_table
 from tfnhr.inference import Transcriber
-from tfnhr.lm import build_arpa
+from tfnhr.lm import background_frequencies, build_arpa, token_sentence
 from tfnhr.metrics import error_rate
 from tfnhr.models import CtcModel, load_recognizer
 from tfnhr.plots import plot_samples
@@ -189,8 +191,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{preset['val']} val, {preset['test']} test -> {data}", flush=True)
     synthetic.write_iam_layout(data, {"train": preset["train"], "val": preset["val"], "test": preset["test"]},
                                kind="lines", seed=args.seed, train_fonts=args.train_fonts)
-    print(f"[2/4] word 3-gram LM of the training text -> {args.out / 'lm.arpa'}", flush=True)
-    lm_stats = build_arpa(synthetic.corpus_text("train").splitlines(), order=3, out_path=args.out / "lm.arpa")
+    print(f"[2/4] word 3-gram LM of the training text, English word frequencies for the words it lacks "
+          f"-> {args.out / 'lm.arpa'}", flush=True)
+    lm_stats = build_arpa(map(token_sentence, synthetic.corpus_text("train").splitlines()), order=3,
+                          out_path=args.out / "lm.arpa", background=background_frequencies("en"))
     time_limit = args.time_limit if args.time_limit is not None else preset["time_limit"]
     workers = args.workers
     where = "in this process on every core" if workers == 1 else f"on {workers} Horovod workers"
@@ -200,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = train(options) if workers == 1 else train_with_workers(options, workers)
     print("[4/4] evaluating the best model on held-out fonts", flush=True)
     results = {"preset": args.preset, "model": args.model, "train_fonts": args.train_fonts, "training": summary,
-               "lm": {k: lm_stats[k] for k in ("vocabulary", "ngrams")}}
+               "lm": {k: lm_stats[k] for k in ("vocabulary", "background", "ngrams")}}
     model = load_recognizer(args.out / "model" / "best.keras")
     for subset in ("val", "test"):
         results[subset] = evaluate_subset(model, data, subset, args.out / "lm.arpa", args.out / "model" / f"{subset}.json")

@@ -9,8 +9,10 @@ row, the image widened so that no ink leaves it), then resized horizontally by e
 ``widths`` (the height unchanged). Each view's decoding proposes a text, and the text kept is the
 one most likely under a mixture of the views: the highest CTC likelihood
 (:func:`ctc_log_likelihoods`) averaged over all the views' column scores, so that a text one
-view reads well wins over one that every view finds middling (:func:`best_candidate`). The cost
-is one model call per view; the decoders and the model are unchanged.
+view reads well wins over one that every view finds middling (:func:`best_candidate`), plus what
+the decoder's language model adds to the text (``reading_scores`` of :mod:`tfnhr.decoding`, zero
+for greedy decoding): the views' readings are weighed as the beam search weighed each view's.
+The cost is one model call per view; the decoders and the model are unchanged.
 
 Measured (docs/performance.md, "Width ensemble"; the default widths 0.7, 0.8, ..., 1.4 and shears
 -0.2, 0, 0.2 were chosen on validation sets): the greedy CER of the same trained model went from
@@ -19,7 +21,10 @@ widths, and on lines of real handwritten digits from 4.27 / 4.03 / 4.27 % to 3.2
 (test, three training seeds); the 3 shears on top lowered it further on 11 of the 12 sets measured.
 The mixture (rather than the product of the views, summed log-likelihoods) took the 24 views'
 greedy CER on the main job's validation fonts from 17.13 to 15.50 % (1.6-1.7 points on each of
-three models), level on its test fonts and on the digit lines.
+three models), level on its test fonts and on the digit lines. Weighing the readings with the LM
+as well took beam + LM in 24 views from 8.11 to 5.29 % there (the full preset's model; with the
+open-vocabulary LM of :mod:`tfnhr.lm.background`, without which the LM's penalty of unknown
+words made it worse: 8.44 %).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import cv2
 import numpy as np
@@ -189,38 +194,43 @@ def decode_views(decoder: Decoder, view_scores: Sequence[Sequence[np.ndarray]],
                  charset: Charset | None = None) -> tuple[list[str], list[int]]:
     """Per image, the text ``decoder`` reads from its column scores ``view_scores[v][i]`` and the
     index ``v`` of the view it is kept from: with one view its reading (index 0), with several
-    the text they agree on (:func:`agreed_readings`; needs ``charset``)."""
+    the text they agree on, weighed with the decoder's ``reading_scores`` (:func:`agreed_readings`;
+    needs ``charset``)."""
     view_texts = [decoder.decode_batch(scores) for scores in view_scores]
     if len(view_texts) == 1:
         return view_texts[0], [0] * len(view_texts[0])
     if charset is None:
         raise ValueError("a width ensemble needs the model's charset")
-    return agreed_readings(view_scores, view_texts, charset)
+    return agreed_readings(view_scores, view_texts, charset, decoder.reading_scores)
 
 
 def agreed_readings(view_scores: Sequence[Sequence[np.ndarray]], view_texts: Sequence[Sequence[str]],
-                    charset: Charset) -> tuple[list[str], list[int]]:
+                    charset: Charset, reading_scores: Callable[[Sequence[str]], np.ndarray] | None = None
+                    ) -> tuple[list[str], list[int]]:
     """Per image, the text the views agree on, and which view read it best.
 
     Args:
       view_scores: per view, per image the ``[T, C]`` column logits of the image in that view.
       view_texts: per view, per image the text a decoder read from those scores (the candidates).
       charset: the model's characters.
+      reading_scores: texts -> float64 ``[N]`` natural-log scores added to each candidate's (a
+        decoder's LM, ``reading_scores`` of :mod:`tfnhr.decoding`); ``None``: none.
 
     Returns ``(texts, views)``: per image the candidate with the highest CTC likelihood under
-    a mixture of the views (:func:`best_candidate`; ties: the first view's), and the index of
-    the view, among those whose decoding gave that text, under which it is most likely (whose
-    scores give the text's confidence and alignment).
+    a mixture of the views (:func:`best_candidate`) plus its ``reading_scores`` (ties: the first
+    view's), and the index of the view, among those whose decoding gave that text, under which it
+    is most likely (whose scores give the text's confidence and alignment).
     """
     images = len(view_texts[0])
     candidates = [list(dict.fromkeys(texts[i] for texts in view_texts)) for i in range(images)]
     pairs = [(i, text) for i in range(images) for text in candidates[i]]
     per_view = np.stack([ctc_log_likelihoods([scores[i] for i, _ in pairs], [text for _, text in pairs], charset)
                          for scores in view_scores])  # [views, pairs]
+    added = np.zeros(len(pairs)) if reading_scores is None else np.asarray(reading_scores([text for _, text in pairs]))
     chosen_texts, chosen_views, start = [], [], 0
     for i in range(images):
         stop = start + len(candidates[i])
-        best = start + best_candidate(per_view[:, start:stop])
+        best = start + best_candidate(per_view[:, start:stop], added[start:stop])
         text = pairs[best][1]
         readers = [v for v, texts in enumerate(view_texts) if texts[i] == text]
         chosen_texts.append(text)
@@ -229,12 +239,13 @@ def agreed_readings(view_scores: Sequence[Sequence[np.ndarray]], view_texts: Seq
     return chosen_texts, chosen_views
 
 
-def best_candidate(log_likelihoods: np.ndarray) -> int:
+def best_candidate(log_likelihoods: np.ndarray, added: np.ndarray | None = None) -> int:
     """Index of the candidate most likely under a mixture of the views, of ``log_likelihoods``
     ``[views, candidates]``: the highest ``log(sum_v exp(log_likelihoods[v]))`` (the mean
-    probability over the views, up to a constant), i.e. the text that some view reads well,
-    since the right view of an unseen hand is not known beforehand. A view that cannot align a
-    candidate (``-inf``) gives it probability 0; ties and a candidate set no view aligns: the
-    first candidate."""
+    probability over the views, up to a constant) plus ``added[candidate]`` (an LM's score,
+    natural log; ``None``: nothing), i.e. the text that some view reads well, since the right
+    view of an unseen hand is not known beforehand. A view that cannot align a candidate
+    (``-inf``) gives it probability 0; ties and a candidate set no view aligns: the first candidate."""
     with np.errstate(divide="ignore"):
-        return int(np.argmax(np.logaddexp.reduce(log_likelihoods, axis=0)))
+        mixture = np.logaddexp.reduce(log_likelihoods, axis=0)
+    return int(np.argmax(mixture if added is None else mixture + added))

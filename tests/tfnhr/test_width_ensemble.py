@@ -1,5 +1,5 @@
 """The width ensemble (:mod:`tfnhr.width_ensemble`): CTC likelihoods against a brute-force sum
-over every alignment, the choice of the agreed text, shearing against each row's closed-form
+over every alignment, the choice of the agreed text (with a decoder's LM scores too), shearing against each row's closed-form
 shift, and the ensemble through :class:`~tfnhr.inference.Transcriber` against the model run in
 each view by hand."""
 
@@ -16,11 +16,12 @@ from tfnhr import inference, width_ensemble
 from tfnhr.charset import Charset
 from tfnhr.alignment import align
 from tfnhr.commands.common import shear_factors, width_factors
-from tfnhr.decoding import greedy_decode
+from tfnhr.decoding import BeamSearchDecoder, GreedyDecoder, greedy_decode
+from tfnhr.lm import build_arpa
 from tfnhr.inference import Transcriber
 from tfnhr.models import build_recognizer
 from tfnhr.width_ensemble import (View, agreed_readings, best_candidate, check_shears, check_widths, ctc_log_likelihoods,
-                                  scale_width, shear_image, views)
+                                  decode_views, scale_width, shear_image, views)
 from tests.helpers.tiny_models import tiny_recognizer
 
 CHARSET = Charset("ab")
@@ -92,6 +93,33 @@ def test_agreed_readings_keep_the_most_likely_candidate_and_its_best_reader():
         own = [brute_force_log_likelihood(width_scores[w][image], texts[image])
                for w in range(3) if width_texts[w][image] == texts[image]]
         assert brute_force_log_likelihood(width_scores[readers[image]][image], texts[image]) == pytest.approx(max(own))
+
+
+def test_agreed_readings_add_the_decoders_reading_scores():
+    rng = np.random.default_rng(9)
+    view_scores = [[rng.normal(scale=2.0, size=(columns, CHARSET.num_classes)) for columns in (4, 5, 3)] for _ in range(3)]
+    view_texts = [[greedy_decode(scores, CHARSET) for scores in per_image] for per_image in view_scores]
+    offsets = {text: float(rng.normal(scale=3.0)) for texts in view_texts for text in texts}
+    texts, _ = agreed_readings(view_scores, view_texts, CHARSET, lambda batch: np.array([offsets[t] for t in batch]))
+    for image in range(3):
+        candidates = {view_texts[v][image] for v in range(3)}
+        weighed = {text: offsets[text] + mixture_log_likelihood([brute_force_log_likelihood(view_scores[v][image], text)
+                                                                 for v in range(3)]) for text in candidates}
+        assert weighed[texts[image]] == pytest.approx(max(weighed.values()))
+
+
+def test_views_are_weighed_with_the_decoders_language_model(tmp_path):
+    """One view reads "brwn fox" cleanly, the other "brown fox" with a faint "o": the views'
+    likelihoods alone keep "brwn fox"; with the LM that the beam search used, "brown fox"."""
+    from tests.tfnhr.decoding.test_decoding import LETTERS, written
+
+    lm = tmp_path / "fox.arpa"
+    build_arpa(["the brown fox", "a brown dog", "the fox sleeps"] * 3, order=3, out_path=lm)
+    view_scores = [[written("brwn fox")], [written("brown fox", weak={2: 0.6})]]
+    plain = decode_views(BeamSearchDecoder(LETTERS), view_scores, LETTERS)[0]
+    with_lm, readers = decode_views(BeamSearchDecoder(LETTERS, lm_path=lm), view_scores, LETTERS)
+    assert plain == ["brwn fox"] and decode_views(GreedyDecoder(LETTERS), view_scores, LETTERS)[0] == plain
+    assert with_lm == ["brown fox"] and readers == [1]
 
 
 def test_one_width_is_plain_reading_and_several_agree_with_the_model_run_by_hand(monkeypatch):

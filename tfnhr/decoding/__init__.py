@@ -5,8 +5,9 @@
 * :class:`BeamSearchDecoder` — prefix beam search, optionally with a word n-gram LM
   (:mod:`tfnhr.lm`) and/or a vocabulary.
 
-Every decoder has ``decode(scores)`` and ``decode_batch(scores_list)``; :func:`make_decoder`
-builds one by its name in :data:`tfnhr.choices.DECODERS`.
+Every decoder has ``decode(scores)``, ``decode_batch(scores_list)`` and ``reading_scores(texts)``
+(what its LM adds to a text's score; zeros for decoders without one); :func:`make_decoder` builds
+one by its name in :data:`tfnhr.choices.DECODERS`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ class Decoder(Protocol):
 
     def decode_batch(self, scores_list: Sequence[np.ndarray]) -> list[str]:
         """One text per ``[T_i, C]`` score array."""
+
+    def reading_scores(self, texts: Sequence[str]) -> np.ndarray:
+        """Per text, what the decoder adds to its CTC log-likelihood when it weighs readings
+        (float64 ``[N]``, natural log): an LM's score, or zeros. Needed to read in several views."""
 
 
 def make_decoder(name: str, charset: Charset, beam_width: int = 25, lm: str | Path | None = None,

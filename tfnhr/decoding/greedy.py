@@ -60,3 +60,7 @@ class GreedyDecoder:
     def decode_batch(self, scores_list: Sequence[np.ndarray]) -> list[str]:
         """:meth:`decode` of each ``[T_i, C]`` array."""
         return greedy_decode_batch(scores_list, self.charset)
+
+    def reading_scores(self, texts: Sequence[str]) -> np.ndarray:
+        """Zeros (float64 ``[N]``): the best path weighs texts by their CTC likelihood alone."""
+        return np.zeros(len(texts))

@@ -13,7 +13,11 @@ The estimate is interpolated modified Kneser–Ney (Chen & Goodman 1998, as KenL
 * ``p(w | h) = (a(hw) - D(a(hw))) / A(h) + γ(h) p(w | h')`` with ``A(h) = Σ_w a(hw)``,
   ``γ(h) = (D1 N1(h) + D2 N2(h) + D3+ N3+(h)) / A(h)`` and ``h'`` the context without its first
   word; unigrams are interpolated with the uniform distribution over the vocabulary (the words,
-  ``</s>`` and ``<unk>``; ``<s>`` is never predicted).
+  ``</s>`` and ``<unk>``; ``<s>`` is never predicted) or, given a ``background`` of word
+  frequencies (:mod:`tfnhr.lm.background`), with those frequencies
+  (:func:`background_distribution`): the background's words join the vocabulary, and the unigram
+  mass ``γ()`` that the discounts set aside goes to each word in proportion to its frequency
+  rather than evenly, so that a word the corpus lacks is as likely as the language makes it.
 
 Written as a backoff model, each listed n-gram carries its interpolated probability and each
 context its ``γ`` as backoff weight, so the ARPA model is normalised (log10 units, as ARPA wants).
@@ -24,7 +28,7 @@ from __future__ import annotations
 import collections
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from tfnhr.lm.arpa import BOS, EOS, UNK, write_arpa
@@ -51,7 +55,7 @@ def read_text_corpus(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> 
 
 
 def build_arpa(sentences: Iterable[str], order: int = 3, out_path: str | os.PathLike = "lm.arpa",
-               discount: float | None = None) -> dict:
+               discount: float | None = None, background: Mapping[str, float] | None = None) -> dict:
     """Estimate an interpolated Kneser–Ney word model of ``order`` and write it as ARPA.
 
     Args:
@@ -60,12 +64,16 @@ def build_arpa(sentences: Iterable[str], order: int = 3, out_path: str | os.Path
         out_path: the ARPA file to write (replaced atomically).
         discount: ``None`` for modified Kneser–Ney with per-order ``D1, D2, D3+`` estimated from
             the counts, or a fixed discount in (0, 1) for every count.
+        background: word -> frequency (positive) to interpolate the unigrams with instead of the
+            uniform distribution (:func:`background_distribution`); its words join the
+            vocabulary. ``None``: uniform, the vocabulary is the corpus's.
 
     Returns:
         statistics: ``path``, ``order``, ``sentences``, ``tokens`` (words, without ``<s>``/``</s>``),
         ``vocabulary`` (distinct words), ``ngrams`` (entries per order, ``{1: …, 2: …}``; order 1
         includes ``<s>``, ``</s>`` and ``<unk>``), ``discounts`` (``{n: (D1, D2, D3+)}``) and
-        ``discount_fallback`` (orders that used :data:`FALLBACK_DISCOUNTS`).
+        ``discount_fallback`` (orders that used :data:`FALLBACK_DISCOUNTS`), ``background`` (the
+        words the background added to the corpus's).
     """
     if isinstance(sentences, str):
         raise TypeError("sentences must be an iterable of strings, not one string")
@@ -74,6 +82,12 @@ def build_arpa(sentences: Iterable[str], order: int = 3, out_path: str | os.Path
     if discount is not None and not 0.0 < discount < 1.0:
         raise ValueError(f"a fixed discount must be in (0, 1), got {discount}")
     words, adjusted, stats = _count(sentences, order)
+    corpus_words = len(words)
+    base = None
+    if background is not None:
+        known = set(words)
+        words += [word for word in background if word not in known]
+        base = background_distribution(words, background)
     discounts, fallback = {}, []
     for n in range(1, order + 1):
         estimate = (discount,) * 3 if discount is not None else _modified_kn_discounts(adjusted[n].values())
@@ -81,12 +95,30 @@ def build_arpa(sentences: Iterable[str], order: int = 3, out_path: str | os.Path
             estimate = FALLBACK_DISCOUNTS
             fallback.append(n)
         discounts[n] = estimate
-    logprobs, backoffs = _estimate(adjusted, discounts, vocabulary_size=len(words) - 1)
+    logprobs, backoffs = _estimate(adjusted, discounts, vocabulary_size=len(words) - 1, base=base)
     out_path = Path(out_path)
     write_arpa(out_path, words, logprobs, backoffs)
     return {"path": str(out_path), "order": order, **stats,
             "ngrams": {n: len(logprobs[n]) for n in range(1, order + 1)},
-            "discounts": discounts, "discount_fallback": fallback}
+            "discounts": discounts, "discount_fallback": fallback, "background": len(words) - corpus_words}
+
+
+def background_distribution(words: list[str], background: Mapping[str, float]) -> list[float]:
+    """The unigram distribution a model with a background interpolates with, per entry of ``words``
+    (index = id: ``<s>``, ``</s>``, ``<unk>``, then the vocabulary): each word's background
+    frequency plus a floor, normalised; the floor is the background's smallest frequency, so that
+    a word of the corpus the background lacks, ``</s>`` and ``<unk>`` count as its rarest word;
+    ``<s>`` 0 (never predicted). ``ValueError`` for an empty background or a frequency that is
+    not positive and finite."""
+    frequencies = list(background.values())
+    if not frequencies:
+        raise ValueError("the background has no words")
+    if not all(0.0 < f < math.inf for f in frequencies):
+        raise ValueError("background frequencies must be positive and finite")
+    floor = min(frequencies)
+    weights = [0.0] + [background.get(word, 0.0) + floor for word in words[1:]]
+    total = math.fsum(weights)
+    return [weight / total for weight in weights]
 
 
 def _count(sentences: Iterable[str], order: int) -> tuple[list[str], dict, dict]:
@@ -137,9 +169,12 @@ def _modified_kn_discounts(counts: Iterable[int]) -> tuple[float, float, float] 
     return d if all(0.0 < d[k - 1] < k for k in range(1, 4)) else None
 
 
-def _estimate(adjusted: dict, discounts: dict, vocabulary_size: int) -> tuple[dict, dict]:
+def _estimate(adjusted: dict, discounts: dict, vocabulary_size: int,
+              base: list[float] | None = None) -> tuple[dict, dict]:
     """Interpolated probabilities ``{n: {gram: log10 p}}`` and backoff weights
-    ``{n: {gram: log10 γ}}`` (for the n-grams that are contexts of (n+1)-grams)."""
+    ``{n: {gram: log10 γ}}`` (for the n-grams that are contexts of (n+1)-grams); unigrams
+    interpolated with ``base`` (a probability per word id, :func:`background_distribution`; every
+    word of it gets a unigram) or, if ``None``, the uniform distribution over ``vocabulary_size``."""
     logprobs, backoffs = {}, {}
     lower_probs: dict = {}
     for n in sorted(adjusted):
@@ -154,10 +189,16 @@ def _estimate(adjusted: dict, discounts: dict, vocabulary_size: int) -> tuple[di
         probs = {}
         for gram, a in adjusted[n].items():
             context = gram[:-1]
-            lower = 1.0 / vocabulary_size if n == 1 else lower_probs[gram[1:]]
+            if n > 1:
+                lower = lower_probs[gram[1:]]
+            else:
+                lower = 1.0 / vocabulary_size if base is None else base[gram[0]]
             probs[gram] = (a - discount[a if a < 3 else 3]) / totals[context][0] + gammas[context] * lower
-        if n == 1:
+        if n == 1 and base is None:
             probs[(_UNK_ID,)] = gammas[()] / vocabulary_size
+        elif n == 1:
+            for word_id in range(_EOS_ID, len(base)):
+                probs.setdefault((word_id,), gammas[()] * base[word_id])  # <unk> and words without counts
         else:
             backoffs[n - 1] = {h: math.log10(g) for h, g in gammas.items()}
         logprobs[n] = {gram: math.log10(p) for gram, p in probs.items()}

@@ -1,5 +1,6 @@
 """CTC decoding: greedy and beam search against brute-force references, the word LM and the
-vocabulary at work, characters pyctcdecode treats specially, and input errors."""
+vocabulary at work (models of tokens and of words as written, and the scores they add to a text
+against KenLM's own sentence scores), characters pyctcdecode treats specially, and input errors."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ import collections
 import itertools
 import logging
 import math
+import string
 
 import numpy as np
 import pytest
 
 from tfnhr.charset import UNKNOWN, Charset
-from tfnhr.decoding import BeamSearchDecoder, greedy_decode, greedy_decode_batch, log_softmax
-from tfnhr.lm import build_arpa
+from tfnhr.decoding import BeamSearchDecoder, GreedyDecoder, greedy_decode, greedy_decode_batch, log_softmax
+from tfnhr.decoding.beam import OPEN_VOCABULARY_UNK_OFFSET
+from tfnhr.lm import build_arpa, token_sentence
+from tfnhr.lm.arpa import load_arpa
 
 LETTERS = Charset("abcdefghijklmnopqrstuvwxyz .,")
 CORPUS = ["the quick brown fox jumps over the lazy dog", "a quick brown dog", "the brown fox",
@@ -130,6 +134,51 @@ def test_closed_vocabulary(fox_lm):
     assert BeamSearchDecoder(LETTERS, vocabulary=vocabulary, closed_vocabulary=True, **wide).decode(scores) == text
     assert BeamSearchDecoder(LETTERS, lm_path=fox_lm, closed_vocabulary=True, **wide).decode(scores) == text
     assert BeamSearchDecoder(LETTERS, vocabulary=vocabulary).decode(written("fox the")) == "fox the"
+
+
+CASED = Charset(string.ascii_letters + " .,")
+SENTENCES = ["the quick brown fox jumps", "a quick brown dog", "the brown fox, the lazy dog", "the lazy fox sleeps"]
+
+
+@pytest.fixture(scope="module")
+def cased_lms(tmp_path_factory) -> tuple[str, str]:
+    """The same text ("The quick brown fox jumps.", ...) as an LM of tokens and as an LM of words
+    as written ("The", "jumps.")."""
+    folder = tmp_path_factory.mktemp("cased")
+    text = [sentence.capitalize() + "." for sentence in SENTENCES] * 3
+    build_arpa([token_sentence(line) for line in text], order=3, out_path=folder / "tokens.arpa")
+    build_arpa(text, order=3, out_path=folder / "written.arpa")
+    return str(folder / "tokens.arpa"), str(folder / "written.arpa")
+
+
+def test_a_token_lm_knows_its_words_in_any_case_and_next_to_punctuation(cased_lms):
+    tokens_lm, written_lm = cased_lms
+    text = "Brown, quick fox."
+    scores = written(text, CASED, weak={text.index("own"): 0.3})
+    assert greedy_decode(scores, CASED) == "Brwn, quick fox."
+    assert BeamSearchDecoder(CASED, lm_path=tokens_lm).decode(scores) == text  # case and marks as read
+    # Words as written: "Brown," is as unknown as "Brwn,", and "fox." (the text has "fox" and
+    # "fox,") loses its full stop.
+    assert BeamSearchDecoder(CASED, lm_path=written_lm).decode(scores) == "Brwn, quick fox"
+
+
+@pytest.mark.parametrize("alpha, beta", [(0.5, 1.0), (0.8, 2.5)])
+def test_reading_scores_are_kenlms_sentence_scores_weighted(cased_lms, alpha, beta):
+    """A model of tokens weighs readings by what the search added: KenLM's score of the sentence's
+    tokens, unknown ones penalised, times alpha · ln 10, plus beta per word. Other decoders add nothing."""
+    tokens_lm, written_lm = cased_lms
+    texts = ["The brown fox, the lazy dog.", "A quick zebra", ""]
+    tokens_model, _ = load_arpa(tokens_lm)
+    by_kenlm = [tokens_model.score(token_sentence(text), bos=True, eos=True) for text in texts]
+    unknown = [0, 1, 0]  # "zebra"
+    words = [len(text.split()) for text in texts]
+    expected = [alpha * math.log(10) * (log10_p + OPEN_VOCABULARY_UNK_OFFSET * u) + beta * n
+                for log10_p, u, n in zip(by_kenlm, unknown, words)]
+    decoder = BeamSearchDecoder(CASED, lm_path=tokens_lm, alpha=alpha, beta=beta)
+    np.testing.assert_allclose(decoder.reading_scores(texts), expected, rtol=1e-5)
+    for other in (BeamSearchDecoder(CASED, lm_path=written_lm, alpha=alpha, beta=beta), BeamSearchDecoder(CASED),
+                  BeamSearchDecoder(CASED, vocabulary=["The", "brown"]), GreedyDecoder(CASED)):
+        assert other.reading_scores(texts).tolist() == [0.0, 0.0, 0.0]
 
 
 def test_unknown_symbol_is_decoded():
