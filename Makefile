@@ -16,7 +16,8 @@ setup:
 demo: setup
 	TF_CPU_ALLOCATOR_USE_BFC=true TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m tfnhr.main_job
 
-# The same for an hour, with the larger stem-80 recognizer on more lines of all 204 training fonts.
+# The same in about an hour (49 minutes of training), with the larger stem-80 recognizer on more
+# lines of all 204 training fonts.
 demo-full: setup
 	TF_CPU_ALLOCATOR_USE_BFC=true TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m tfnhr.main_job --preset full --out runs/main-full
 

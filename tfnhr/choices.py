@@ -41,7 +41,7 @@ core hands, or all bundled training hands (the core ones and the more of
 MAIN_JOB_PRESETS: dict[str, dict] = {
     "quick": {"train": 9000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100,
               "model": "small-stem", "train_fonts": "core"},
-    "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 60.0, "epochs": 80, "validate_lines": 2200,
+    "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 49.0, "epochs": 80, "validate_lines": 2200,
              "model": "stem-80", "train_fonts": "all"},
 }
 """Data sizes (lines), training limits (minutes, epochs), training lines between validations, the
@@ -52,7 +52,8 @@ main job's two presets (:mod:`tfnhr.main_job`, ``--preset``); the peer benchmark
 1.5-2.1 points worse than the core ones (docs/performance.md, "Training fonts"); in the hour of
 ``full`` ``stem-80`` on all hands read the validation fonts 0.9-1.2 points and the test fonts
 0.3-0.9 points better than ``small-stem`` on the core ones (one sample each; docs/performance.md,
-"The full preset's recognizer and fonts")."""
+"The full preset's recognizer and fonts"; there 60 minutes of training, 49 since, so that
+``make demo-full`` fits in an hour in all with its evaluation in 24 views)."""
 
 MAIN_JOB_HEIGHT = 36
 """The main job's line height (px; both presets): its lines are scaled to it. Characters are then
@@ -127,6 +128,15 @@ OPTIMIZERS = ("adam", "sgd", "rmsprop", "nadam", "adagrad", "adadelta")
 
 DECODERS = ("greedy", "beam", "beam+lm")
 """CTC decoders (:func:`tfnhr.decoding.make_decoder`)."""
+
+LM_BACKGROUND_LANGUAGES = ("ar", "bg", "bn", "ca", "cs", "da", "de", "el", "en", "es", "fa", "fi", "fil", "fr", "he",
+                           "hi", "hu", "id", "is", "it", "ja", "ko", "lt", "lv", "mk", "ms", "nb", "nl", "pl", "pt",
+                           "ro", "ru", "sh", "sk", "sl", "sv", "ta", "tr", "uk", "ur", "vi", "zh")
+"""Languages whose word frequencies can back a word LM (``tfnhr lm build --background``,
+:mod:`tfnhr.lm.background`): those wordfreq 3.1 has lists of (ISO 639 codes)."""
+
+DEFAULT_BACKGROUND_WORDS = 100_000
+"""Words of an LM's background taken by default: the language's most frequent ones."""
 
 RECOGNIZE_FORMATS = ("text", "tsv", "json", "jsonl")
 """Output formats of ``tfnhr recognize``."""

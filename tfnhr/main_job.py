@@ -26,8 +26,8 @@ second, but in half the updates, and reached a worse CER in the same 14 minutes
 (docs/performance.md, "Main job").
 
 ``--preset quick`` (default) fits in 20 minutes on 2 cores and trains ``small-stem`` on the core
-training fonts; ``--preset full`` trains the larger ``stem-80`` an hour on more lines of all bundled
-training fonts for lower error rates (:data:`tfnhr.choices.MAIN_JOB_PRESETS`; docs/performance.md,
+training fonts; ``--preset full`` fits in an hour, training the larger ``stem-80`` 49 minutes on
+more lines of all bundled training fonts for lower error rates (:data:`tfnhr.choices.MAIN_JOB_PRESETS`; docs/performance.md,
 "Main job", has the measured ones).
 """
 
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--preset", choices=sorted(MAIN_JOB_PRESETS), default="quick",
                         help="data sizes, training time, recognizer and training fonts (quick: about 20 min in all "
-                             "on 2 cores; full: an hour of training)")
+                             "on 2 cores; full: about an hour)")
     parser.add_argument("--out", type=Path, default=Path("runs/main"),
                         help="folder for synth/, lm.arpa, model/, main.json and samples.png")
     parser.add_argument("--time-limit", type=float, default=None,

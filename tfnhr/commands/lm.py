@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from tfnhr.commands.common import DefaultsHelpFormatter, reports_errors
-from tfnhr.lm.background import DEFAULT_BACKGROUND_WORDS
+from tfnhr.choices import DEFAULT_BACKGROUND_WORDS, LM_BACKGROUND_LANGUAGES
 from tfnhr.ranges import Range
 
 
@@ -34,10 +34,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     build.add_argument("--as-written", action="store_true",
                        help="keep case and punctuation: words are the text's whitespace-separated words, "
                             "scored as the decoder reads them")
-    build.add_argument("--background", default="en", metavar="LANG",
-                       help="language whose word frequencies back the words the text lacks (an ISO 639 "
-                            "code wordfreq has a list of, e.g. en, de, fr), or 'none': a uniform "
-                            "distribution over the text's own words")
+    build.add_argument("--background", default="en", choices=(*LM_BACKGROUND_LANGUAGES, "none"), metavar="LANG",
+                       help="language whose word frequencies (wordfreq's) back the words the text lacks: "
+                            f"{', '.join(LM_BACKGROUND_LANGUAGES)}; or 'none': a uniform distribution over the "
+                            "text's own words")
     build.add_argument("--background-words", type=Range(1, integer=True).type, default=DEFAULT_BACKGROUND_WORDS,
                        metavar="N", help="the language's N most frequent words make the background")
     build.set_defaults(run=run)

@@ -4,9 +4,9 @@ frequencies (:mod:`tfnhr.lm.background`) for the words the text lacks; written a
 files by :mod:`tfnhr.lm.arpa`."""
 
 from tfnhr.lm.arpa import BOS, EOS, UNK, arpa_words, load_arpa, write_arpa
-from tfnhr.lm.background import DEFAULT_BACKGROUND_WORDS, background_frequencies
+from tfnhr.lm.background import background_frequencies
 from tfnhr.lm.kneser_ney import build_arpa, read_text_corpus
 from tfnhr.lm.tokens import is_token_vocabulary, lm_tokens, token_sentence
 
-__all__ = ["build_arpa", "read_text_corpus", "background_frequencies", "DEFAULT_BACKGROUND_WORDS", "lm_tokens",
+__all__ = ["build_arpa", "read_text_corpus", "background_frequencies", "lm_tokens",
            "token_sentence", "is_token_vocabulary", "write_arpa", "load_arpa", "arpa_words", "BOS", "EOS", "UNK"]

@@ -11,23 +11,21 @@ wordfreq's word lists are CC BY-SA 4.0 (its data's sources and licences: its REA
 
 from __future__ import annotations
 
-DEFAULT_BACKGROUND_WORDS = 100_000
-"""Words of the background taken by default: the language's most frequent ones."""
+import wordfreq
+
+from tfnhr.choices import DEFAULT_BACKGROUND_WORDS, LM_BACKGROUND_LANGUAGES
+from tfnhr.lm.tokens import lm_tokens
 
 
 def background_frequencies(language: str = "en", words: int = DEFAULT_BACKGROUND_WORDS) -> dict[str, float]:
-    """The ``words`` most frequent words of ``language`` (an ISO 639 code wordfreq knows, e.g.
-    ``en``, ``de``, ``fr``) that are single tokens (:func:`tfnhr.lm.tokens.lm_tokens`), each with
-    its frequency (occurrences per word of running text). ``ValueError`` for a language wordfreq
-    has no list of, or ``words`` < 1."""
-    import wordfreq  # its lists load on first use
-
-    from tfnhr.lm.tokens import lm_tokens
-
+    """The ``words`` most frequent words of ``language`` (one of
+    :data:`~tfnhr.choices.LM_BACKGROUND_LANGUAGES`, e.g. ``en``, ``de``, ``fr``) that are single
+    tokens (:func:`tfnhr.lm.tokens.lm_tokens`), each with its frequency (occurrences per word of
+    running text). ``ValueError`` for another language, or ``words`` < 1."""
     if words < 1:
         raise ValueError(f"the background needs at least one word, got {words}")
-    if language not in wordfreq.available_languages():
-        raise ValueError(f"wordfreq has no word list for language {language!r}; it has "
-                         f"{', '.join(sorted(wordfreq.available_languages()))}")
+    if language not in LM_BACKGROUND_LANGUAGES:
+        raise ValueError(f"no word frequencies for language {language!r}; there are for "
+                         f"{', '.join(LM_BACKGROUND_LANGUAGES)}")
     return {word: wordfreq.word_frequency(word, language) for word in wordfreq.top_n_list(language, words)
             if lm_tokens(word) == [word]}

@@ -8,7 +8,9 @@ import math
 
 import kenlm
 import pytest
+import wordfreq
 
+from tfnhr.choices import LM_BACKGROUND_LANGUAGES
 from tfnhr.lm import background_frequencies, build_arpa, is_token_vocabulary, lm_tokens, token_sentence
 from tfnhr.lm.kneser_ney import background_distribution
 from tests.tfnhr.lm.test_kneser_ney import arpa_entries, conditional, load, run_cli
@@ -32,8 +34,9 @@ def test_background_frequencies_are_wordfreqs_most_frequent_tokens():
     assert all(0 < frequency < 1 for frequency in english.values())
     assert english["house"] > english["hill"] > 0
     assert "haus" in background_frequencies("de", 2000)
-    with pytest.raises(ValueError, match="no word list for language 'xx'"):
+    with pytest.raises(ValueError, match="no word frequencies for language 'xx'"):
         background_frequencies("xx")
+    assert LM_BACKGROUND_LANGUAGES == tuple(sorted(wordfreq.available_languages()))
     with pytest.raises(ValueError, match="at least one word"):
         background_frequencies("en", 0)
 
@@ -101,6 +104,7 @@ def test_cli_builds_token_models_with_a_background_by_default(tmp_path, capsys):
     assert "2 sentences, 9 tokens (words as written), vocabulary 9\n" in capsys.readouterr().out
     unigrams = {w for w in arpa_entries(written) if " " not in w} - {"<s>", "</s>", "<unk>"}
     assert unigrams == {"The", "cat", "sat.", "A", "dog", "sat", "on", "the", "mat."}
-    assert run_cli(["lm", "build", "--text", str(text), "--background", "xx", "--out", str(tmp_path / "x.arpa")]) == 2
-    assert "no word list for language 'xx'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # refused while parsing
+        run_cli(["lm", "build", "--text", str(text), "--background", "xx", "--out", str(tmp_path / "x.arpa")])
+    assert "argument --background: invalid choice: 'xx'" in capsys.readouterr().err
     assert isinstance(load(tokens), kenlm.Model)
