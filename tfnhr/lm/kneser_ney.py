@@ -108,11 +108,14 @@ def background_distribution(words: list[str], background: Mapping[str, float]) -
     (index = id: ``<s>``, ``</s>``, ``<unk>``, then the vocabulary): each word's background
     frequency plus a floor, normalised; the floor is the background's smallest frequency, so that
     a word of the corpus the background lacks, ``</s>`` and ``<unk>`` count as its rarest word;
-    ``<s>`` 0 (never predicted). ``ValueError`` for an empty background or a frequency that is
-    not positive and finite."""
+    ``<s>`` 0 (never predicted). ``ValueError`` for an empty background, a word that is empty,
+    has whitespace or is reserved, or a frequency that is not positive and finite."""
     frequencies = list(background.values())
     if not frequencies:
         raise ValueError("the background has no words")
+    odd = [word for word in background if word in _RESERVED or not word or len(word.split()) != 1 or word != word.strip()]
+    if odd:
+        raise ValueError(f"background words must be single words other than {sorted(_RESERVED)}, got {odd[:5]!r}")
     if not all(0.0 < f < math.inf for f in frequencies):
         raise ValueError("background frequencies must be positive and finite")
     floor = min(frequencies)

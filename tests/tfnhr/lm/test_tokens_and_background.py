@@ -50,6 +50,9 @@ def test_background_distribution_is_frequency_plus_the_rarest_frequency():
         background_distribution(words, {})
     with pytest.raises(ValueError, match="positive and finite"):
         background_distribution(words, {"a": 0.0})
+    for odd in ("</s>", "a b", "", " a"):
+        with pytest.raises(ValueError, match="single words"):
+            background_distribution(words, {"a": 0.1, odd: 0.1})
 
 
 # Corpus "a b" / "b a b" / "a" (as in test_kneser_ney: continuation counts a 2, b 2, </s> 2, A = 6;
