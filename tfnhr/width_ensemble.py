@@ -10,8 +10,8 @@ row, the image widened so that no ink leaves it), then resized horizontally by e
 one most likely under a mixture of the views: the highest CTC likelihood
 (:func:`ctc_log_likelihoods`) averaged over all the views' column scores, so that a text one
 view reads well wins over one that every view finds middling (:func:`best_candidate`), plus what
-the decoder's language model adds to the text (``reading_scores`` of :mod:`tfnhr.decoding`, zero
-for greedy decoding): the views' readings are weighed as the beam search weighed each view's.
+the decoder's language model adds to the text (``reading_scores`` of :mod:`tfnhr.decoding`; zero
+for greedy decoding and an LM of words as written): the views' readings are weighed as the beam search weighed each view's.
 The cost is one model call per view; the decoders and the model are unchanged.
 
 Measured (docs/performance.md, "Width ensemble"; the default widths 0.7, 0.8, ..., 1.4 and shears
@@ -21,10 +21,10 @@ widths, and on lines of real handwritten digits from 4.27 / 4.03 / 4.27 % to 3.2
 (test, three training seeds); the 3 shears on top lowered it further on 11 of the 12 sets measured.
 The mixture (rather than the product of the views, summed log-likelihoods) took the 24 views'
 greedy CER on the main job's validation fonts from 17.13 to 15.50 % (1.6-1.7 points on each of
-three models), level on its test fonts and on the digit lines. Weighing the readings with the LM
-as well took beam + LM in 24 views from 8.11 to 5.29 % there (the full preset's model; with the
-open-vocabulary LM of :mod:`tfnhr.lm.background`, without which the LM's penalty of unknown
-words made it worse: 8.44 %).
+three models), level on its test fonts and on the digit lines. Weighing the readings with an LM
+of tokens backed by word frequencies (:mod:`tfnhr.lm`) took beam + LM in 24 views on the full
+preset's model from 8.06 % (the LM as written, views by likelihood) to 5.41 % there; weighing
+with the LM as written made it worse (8.44 %), so such an LM's ``reading_scores`` are zero.
 """
 
 from __future__ import annotations
