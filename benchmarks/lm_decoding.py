@@ -5,8 +5,8 @@ of lower-case tokens backed by English word frequencies; each read once and in t
 The two LMs are the main job's before and since 2026-12-06, estimated here from the same
 training text (:func:`tfnhr.data.synthetic.corpus_text`): **as written** (words split on
 whitespace, case and punctuation kept, unigrams interpolated with the uniform distribution) and
-**tokens + background** (:func:`tfnhr.lm.tokens.token_sentence`, unigrams interpolated with the
-100,000 most frequent English words' frequencies, :func:`tfnhr.lm.background.background_frequencies`).
+**tokens + background** (the main job's own, :func:`tfnhr.main_job.build_lm`: lower-case tokens,
+unigrams interpolated with the 100,000 most frequent English words' frequencies).
 Both decode with the main job's beam search (width 25, ``alpha`` 0.5, ``beta`` 1). The model's
 column scores of every view are computed once and decoded by every decoder, so the rows differ
 in decoding alone. Rows, per subset (``val``, ``test``) of a main job's run folder:
@@ -56,20 +56,19 @@ def measure(args: argparse.Namespace) -> dict:
     from tfnhr.data.sources import load_data_subset
     from tfnhr.decoding import make_decoder
     from tfnhr.inference import Transcriber
-    from tfnhr.lm import background_frequencies, build_arpa, token_sentence
+    from tfnhr.lm import build_arpa
+    from tfnhr.main_job import build_lm
     from tfnhr.models import load_recognizer
     from tfnhr.width_ensemble import View
 
     model = load_recognizer(args.run / "model" / "best.keras")
     transcriber = Transcriber(model, widths=ENSEMBLE_WIDTHS, shears=ENSEMBLE_SHEARS)
     once = transcriber.views.index(View(1.0, 0.0))
-    text = synthetic.corpus_text("train").splitlines()
     report: dict = {"run": str(args.run), "subsets": {}}
     with tempfile.TemporaryDirectory(prefix="lm_decoding_") as folder:
         written, tokens = Path(folder) / "written.arpa", Path(folder) / "tokens.arpa"
-        written_stats = build_arpa(text, order=3, out_path=written)
-        tokens_stats = build_arpa(map(token_sentence, text), order=3, out_path=tokens,
-                                  background=background_frequencies("en"))
+        written_stats = build_arpa(synthetic.corpus_text("train").splitlines(), order=3, out_path=written)
+        tokens_stats = build_lm(tokens)
         report["lms"] = {"as written": {"vocabulary": written_stats["vocabulary"]},
                          "tokens + background": {"vocabulary": tokens_stats["vocabulary"],
                                                  "background": tokens_stats["background"]}}

@@ -193,8 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                kind="lines", seed=args.seed, train_fonts=args.train_fonts)
     print(f"[2/4] word 3-gram LM of the training text, English word frequencies for the words it lacks "
           f"-> {args.out / 'lm.arpa'}", flush=True)
-    lm_stats = build_arpa(map(token_sentence, synthetic.corpus_text("train").splitlines()), order=3,
-                          out_path=args.out / "lm.arpa", background=background_frequencies("en"))
+    lm_stats = build_lm(args.out / "lm.arpa")
     time_limit = args.time_limit if args.time_limit is not None else preset["time_limit"]
     workers = args.workers
     where = "in this process on every core" if workers == 1 else f"on {workers} Horovod workers"
@@ -214,6 +213,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nmodel saved at {args.out / 'model' / 'best.keras'}; results in {args.out / 'main.json'}; "
           f"curves in {args.out / 'model' / 'curves.png'}; {results['minutes']} min in all")
     return 0
+
+
+def build_lm(out_path: Path) -> dict:
+    """The main job's LM (step 2), written to ``out_path``: a word 3-gram of the synthetic
+    corpus's training text in lower-case tokens, its unigrams backed by English word frequencies;
+    :func:`tfnhr.lm.build_arpa`'s statistics."""
+    return build_arpa(map(token_sentence, synthetic.corpus_text("train").splitlines()), order=3, out_path=out_path,
+                      background=background_frequencies("en"))
 
 
 def evaluate_subset(model: CtcModel, data: Path, subset: str, lm_path: Path, out: Path) -> list[dict]:
