@@ -1,20 +1,26 @@
 """Inference helpers (:mod:`tfnhr.inference`): a transcription's confidence is the geometric mean
 of its best column probabilities; a model trained on normalized stroke spacing reads lines
-normalized so (against the model without it given normalized lines). (``Transcriber.scores`` is
+normalized so (against the model without it given normalized lines); the model runs as one graph
+per model (against its eager calls, one trace for every transcriber and batch shape). (``Transcriber.scores`` is
 checked against the model itself in ``tests/tfnhr/training/test_callbacks.py``, with the
 validation error rates.)"""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.helpers.tiny_models import CHARSET, tiny_recognizer
 from tests.tfnhr.data.test_spacing import bars
 from tfnhr.alignment import align
 from tfnhr.data.images import scale_to_height, scale_width
 from tfnhr.data.spacing import normalize_spacing
-from tfnhr.inference import Transcriber, confidence
+from tfnhr.data.dataset import ragged_batch
+from tfnhr.inference import Transcriber, confidence, inference_graph
 from tfnhr.models import Recognizer, load_recognizer
 
 
@@ -79,3 +85,32 @@ def test_stroke_spacing_is_saved_with_the_model_and_checked(tmp_path):
     assert tiny_recognizer().stroke_spacing is None
     with pytest.raises(ValueError, match="stroke_spacing must be positive"):
         Recognizer(CHARSET, stroke_spacing=0.0)
+
+
+def test_the_model_runs_as_one_graph_that_sees_its_current_weights():
+    """Every transcriber of a model runs one graph, traced once for all batch shapes, with the same
+    scores as the model called eagerly on each line alone; weights assigned after the trace (as
+    the weight average and the halving's restore do) are the ones it reads; the cache does not
+    keep a model alive."""
+    model = Recognizer.from_config(tiny_recognizer().get_config())  # its own weights: they change below
+    model.build()
+    model.set_weights(tiny_recognizer().get_weights())
+    grays = [scale_to_height(gray, 16) for gray in text_lines()]
+    graph = inference_graph(model)
+    assert inference_graph(model) is graph
+    for batch_pixels in (10_000, 600):  # all lines in one batch, then one per batch
+        for gray, scores in zip(grays, Transcriber(model, batch_pixels=batch_pixels).scores(grays)):
+            images, _ = ragged_batch([gray], [[]])
+            np.testing.assert_allclose(scores, model(images, training=False)[0].numpy(), rtol=1e-5, atol=1e-5)
+    assert graph.experimental_get_tracing_count() == 1
+    before = Transcriber(model).scores(grays[:1])[0]
+    model.set_weights([w + 0.05 for w in model.get_weights()])
+    after = Transcriber(model).scores(grays[:1])[0]
+    images, _ = ragged_batch(grays[:1], [[]])
+    assert np.abs(after - before).max() > 1e-3
+    np.testing.assert_allclose(after, model(images, training=False)[0].numpy(), rtol=1e-5, atol=1e-5)
+    assert graph.experimental_get_tracing_count() == 1
+    reference = weakref.ref(model)
+    del model, graph
+    gc.collect()
+    assert reference() is None
