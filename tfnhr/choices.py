@@ -40,13 +40,14 @@ core hands, or all bundled training hands (the core ones and the more of
 
 MAIN_JOB_PRESETS: dict[str, dict] = {
     "quick": {"train": 9000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100,
-              "model": "small-stem", "train_fonts": "core"},
+              "model": "small-stem", "train_fonts": "core", "anneal": 0.7},
     "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 49.0, "epochs": 80, "validate_lines": 2200,
-             "model": "stem-80", "train_fonts": "all"},
+             "model": "stem-80", "train_fonts": "all", "anneal": 0.5},
 }
 """Data sizes (lines), training limits (minutes, epochs), training lines between validations, the
-recognizer size (:data:`MODEL_PRESET_SIZES`) and the training fonts (:data:`TRAIN_FONT_SETS`) of the
-main job's two presets (:mod:`tfnhr.main_job`, ``--preset``); the peer benchmark
+recognizer size (:data:`MODEL_PRESET_SIZES`), the training fonts (:data:`TRAIN_FONT_SETS`) and the
+fraction of the time limit from which the learning rate is annealed (``anneal``,
+:class:`~tfnhr.training.callbacks.TimeBudgetAnnealing`) of the main job's two presets (:mod:`tfnhr.main_job`, ``--preset``); the peer benchmark
 (``benchmarks/accuracy_vs_peer.py``) takes its defaults from ``quick``. In the 14 minutes of
 ``quick`` an earlier choice of the more hands read the validation fonts level and the test fonts
 1.5-2.1 points worse than the core ones (docs/performance.md, "Training fonts"); in the hour of

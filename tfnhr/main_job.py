@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--train-fonts", choices=TRAIN_FONT_SETS, default=None,
                         help=f"training hands (default: the preset's, {_preset_values('train_fonts')}); the held-out "
                              f"fonts are the same")
+    parser.add_argument("--anneal", type=TRAIN["anneal"].type, default=argparse.SUPPRESS, metavar="FRACTION",
+                        help=f"lower the learning rate linearly to 1/20 from this fraction of the time limit on; "
+                             f"'none': keep it (default: the preset's, {_preset_values('anneal')})")
     parser.add_argument("--dropout", type=TRAIN["dropout"].type, default=DROPOUT, help="dropout on MDLSTM outputs")
     parser.add_argument("--confidence-penalty", type=TRAIN["confidence_penalty"].type, default=CONFIDENCE_PENALTY,
                         metavar="WEIGHT", help="weight of the output columns' entropy subtracted from the CTC loss")
@@ -137,6 +140,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for key in ("model", "train_fonts"):
         if getattr(args, key) is None:
             setattr(args, key, MAIN_JOB_PRESETS[args.preset][key])
+    if not hasattr(args, "anneal"):  # not given: 'none' (no annealing) parses to None as well
+        args.anneal = MAIN_JOB_PRESETS[args.preset]["anneal"]
     return args
 
 
@@ -153,7 +158,7 @@ def training_options(args: argparse.Namespace, data: Path, epochs: int, time_lim
         data=data, out=args.out / "model", preset=args.model, block=MAIN_JOB_BLOCKS, height=MAIN_JOB_HEIGHT,
         batch_pixels=args.batch_pixels, epochs=epochs, time_limit=time_limit, seed=args.seed,
         augment=args.augment, dropout=args.dropout, confidence_penalty=args.confidence_penalty,
-        normalize_spacing=args.normalize_spacing, overwrite=True,
+        normalize_spacing=args.normalize_spacing, anneal=args.anneal, overwrite=True,
         validate_every=validation_interval(validate_lines, args.batch_pixels, args.workers))
 
 
@@ -164,7 +169,7 @@ def worker_flags(options: TrainOptions) -> list[str]:
             "--batch-pixels", str(options.batch_pixels), "--epochs", str(options.epochs),
             "--time-limit", str(options.time_limit), "--seed", str(options.seed), "--augment", options.augment,
             "--dropout", str(options.dropout), "--confidence-penalty", str(options.confidence_penalty),
-            "--validate-every", str(options.validate_every),
+            "--validate-every", str(options.validate_every), "--anneal", str(options.anneal).lower(),
             "--normalize-spacing" if options.normalize_spacing else "--no-normalize-spacing", "--overwrite"]
 
 

@@ -79,15 +79,24 @@ def test_batch_pixels_below_one_line_is_refused_in_one_line(capsys):
     assert "--batch-pixels must hold at least one line (16500), got 5000" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("argv", "model", "train_fonts"), [
-    ([], "small-stem", "core"), (["--preset", "full"], "stem-80", "all"),
-    (["--preset", "full", "--model", "small-stem"], "small-stem", "all"),
-    (["--train-fonts", "all", "--model", "stem-80"], "stem-80", "all")])
-def test_each_preset_picks_its_recognizer_and_training_fonts_unless_told(argv, model, train_fonts):
-    from tfnhr.main_job import parse_args
+@pytest.mark.parametrize(("argv", "model", "train_fonts", "anneal"), [
+    ([], "small-stem", "core", 0.7), (["--preset", "full"], "stem-80", "all", 0.5),
+    (["--preset", "full", "--model", "small-stem", "--anneal", "0.7"], "small-stem", "all", 0.7),
+    (["--train-fonts", "all", "--model", "stem-80", "--anneal", "none"], "stem-80", "all", None)])
+def test_each_preset_picks_its_recognizer_fonts_and_annealing_unless_told(argv, model, train_fonts, anneal):
+    from tfnhr.main_job import parse_args, training_options
 
     args = parse_args(argv)
-    assert (args.model, args.train_fonts) == (model, train_fonts)
+    assert (args.model, args.train_fonts, args.anneal) == (model, train_fonts, anneal)
+    assert training_options(args, args.out / "synth", 80, 14.0, 1100).anneal == anneal
+
+
+def test_an_annealing_start_outside_0_to_1_is_refused_in_one_line(capsys):
+    from tfnhr.main_job import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--anneal", "1"])
+    assert "--anneal" in capsys.readouterr().err
 
 
 def test_the_help_names_each_presets_values(capsys):
@@ -95,11 +104,12 @@ def test_the_help_names_each_presets_values(capsys):
 
     build_parser().print_help()
     help_text = " ".join(capsys.readouterr().out.split())
-    for values in ("full stem-80, quick small-stem", "full all, quick core", "full 49, quick 14"):
+    for values in ("full stem-80, quick small-stem", "full all, quick core", "full 49, quick 14",
+                   "full 0.5, quick 0.7"):
         assert f"the preset's, {values}" in help_text
 
 
-@pytest.mark.parametrize("argv", [[], ["--preset", "full", "--workers", "2"],
+@pytest.mark.parametrize("argv", [[], ["--preset", "full", "--workers", "2"], ["--anneal", "none"],
                                   ["--model", "large", "--augment", "strong", "--batch-pixels", "60000",
                                    "--workers", "2", "--seed", "3", "--dropout", "0.25", "--normalize-spacing",
                                    "--confidence-penalty", "0.1"]])
