@@ -1,9 +1,9 @@
 """Inference helpers (:mod:`tfnhr.inference`): a transcription's confidence is the geometric mean
 of its best column probabilities; a model trained on normalized stroke spacing reads lines
 normalized so (against the model without it given normalized lines); the model runs as one graph
-per model (against its eager calls, one trace for every transcriber and batch shape). (``Transcriber.scores`` is
-checked against the model itself in ``tests/tfnhr/training/test_callbacks.py``, with the
-validation error rates.)"""
+per model (against its eager calls, one trace for every transcriber and batch shape).
+(``Transcriber.scores`` is checked against the model itself in
+``tests/tfnhr/training/test_callbacks.py``, with the validation error rates.)"""
 
 from __future__ import annotations
 
@@ -12,14 +12,13 @@ import weakref
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tests.helpers.tiny_models import CHARSET, tiny_recognizer
 from tests.tfnhr.data.test_spacing import bars
 from tfnhr.alignment import align
+from tfnhr.data.dataset import ragged_batch
 from tfnhr.data.images import scale_to_height, scale_width
 from tfnhr.data.spacing import normalize_spacing
-from tfnhr.data.dataset import ragged_batch
 from tfnhr.inference import Transcriber, confidence, inference_graph
 from tfnhr.models import Recognizer, load_recognizer
 
