@@ -33,6 +33,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -114,6 +115,11 @@ def timed(function: Callable, *args, **kwargs) -> tuple[object, float, float]:
     cpu, wall = time.process_time(), time.perf_counter()
     result = function(*args, **kwargs)
     return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Median, least and largest of ``values`` (one per round or run)."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 @dataclass

@@ -53,7 +53,7 @@ LEVELS = ("light", "default", "strong")
 
 def spread(values: list[float]) -> dict:
     """Median, min, max and all of ``values`` (one per round)."""
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "all": values}
+    return {**_harness.spread(values), "all": values}
 
 
 def make_lines(count: int, seed: int, height: int):

@@ -333,7 +333,7 @@ def measure(args: argparse.Namespace) -> dict:
         _harness.log(f"seed {seed}: test CER {runs[-1]['test_cer']:.2%}")
     report.update({"minutes": args.minutes,
                    "command": f"tfnhr train --height 32 --block 2x2 {args.train_flags}".strip() + " (defaults otherwise)",
-                   "runs": runs, **{key: spread([run[key] for run in runs]) for key in ENSEMBLES}})
+                   "runs": runs, **{key: _harness.spread([run[key] for run in runs]) for key in ENSEMBLES}})
     print_table(report)
     return report
 
@@ -341,11 +341,6 @@ def measure(args: argparse.Namespace) -> dict:
 ENSEMBLES = {"test_cer": "read once", "test_cer_widths": "width ensemble, --widths default",
              "test_cer_views": "24 views, --widths default --shears default"}
 """The test CERs of a run (keys of its figures) and how each was read."""
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    """Median, least and largest of ``values``."""
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def print_table(report: dict) -> None:

@@ -19,7 +19,6 @@ does not depend on the weights) is built; with it, a saved ``.keras`` model is r
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import numpy as np
@@ -39,11 +38,6 @@ def recognizer(path: str | None):
     charset = Charset.from_texts([synthetic.corpus_text("train")])
     return build_recognizer(charset, block=MAIN_JOB_BLOCKS, dropout=0.0, preset="small-stem",
                             input_height=MAIN_JOB_HEIGHT)
-
-
-def summary(seconds: list[float]) -> dict:
-    """Median and range of a side's round times (seconds)."""
-    return {"median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds)}
 
 
 def measure(args) -> dict:
@@ -78,11 +72,11 @@ def measure(args) -> dict:
           f"{MAIN_JOB_BATCH_PIXELS:,} px; {args.threads} thread(s); the graph's trace took {trace_s:.2f} s")
     print(f"{'what':12s} {'eager s':>18s} {'graph s':>18s} {'eager/graph':>12s}")
     for what in ("lines", "one line"):
-        eager, graph_times = summary(times[("eager", what)].wall), summary(times[("graph", what)].wall)
-        ratio = eager["median_s"] / graph_times["median_s"]
+        eager, graph_times = _harness.spread(times[("eager", what)].wall), _harness.spread(times[("graph", what)].wall)
+        ratio = eager["median"] / graph_times["median"]
         report[what] = {"eager": eager, "graph": graph_times, "ratio": ratio}
         print(f"{what:12s} " + " ".join(
-            f"{side['median_s']:8.3f} ({side['min_s']:.3f}-{side['max_s']:.3f})" for side in (eager, graph_times))
+            f"{side['median']:8.3f} ({side['min']:.3f}-{side['max']:.3f})" for side in (eager, graph_times))
             + f" {ratio:11.2f}x")
     return report
 
