@@ -36,7 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tfnhr.console import quiet_libraries
@@ -51,7 +51,7 @@ from tfnhr.commands.common import DefaultsHelpFormatter
 from tfnhr.data import synthetic
 from tfnhr.data.samples import TextImageSet
 from tfnhr.data.sources import load_data_subset
-from tfnhr.decoding import make_decoder
+from tfnhr.decoding import Decoder, make_decoder
 from tfnhr.evaluation import evaluate_set, format_table
 from tfnhr.inference import Transcriber
 from tfnhr.lm import background_frequencies, build_arpa, token_sentence
@@ -59,6 +59,7 @@ from tfnhr.metrics import error_rate
 from tfnhr.models import CtcModel, load_recognizer
 from tfnhr.plots import plot_samples
 from tfnhr.ranges import TRAIN
+from tfnhr.stack import usable_cores
 from tfnhr.training import TrainOptions, train
 from tfnhr.training.workers import run_local_workers
 
@@ -210,8 +211,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = {"preset": args.preset, "model": args.model, "train_fonts": args.train_fonts, "training": summary,
                "lm": {k: lm_stats[k] for k in ("vocabulary", "background", "ngrams")}}
     model = load_recognizer(args.out / "model" / "best.keras")
+    decoders = {name: make_decoder(name, model.charset, lm=args.out / "lm.arpa", processes=usable_cores())
+                for name in ("greedy", "beam+lm")}
     for subset in ("val", "test"):
-        results[subset] = evaluate_subset(model, data, subset, args.out / "lm.arpa", args.out / "model" / f"{subset}.json")
+        results[subset] = evaluate_subset(model, data, subset, decoders, args.out / "model" / f"{subset}.json")
     show_samples(model, load_data_subset(data, "test", limit=SAMPLE_LINES), args.out / "samples.png")
     results["minutes"] = round((time.monotonic() - started) / 60, 1)
     (args.out / "main.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -228,15 +231,14 @@ def build_lm(out_path: Path) -> dict:
                       background=background_frequencies("en"))
 
 
-def evaluate_subset(model: CtcModel, data: Path, subset: str, lm_path: Path, out: Path) -> list[dict]:
-    """Print and return the greedy and beam+LM CER/WER of the model on ``subset`` (the table
+def evaluate_subset(model: CtcModel, data: Path, subset: str, decoders: Mapping[str, Decoder], out: Path) -> list[dict]:
+    """Print and return the CER/WER of ``decoders`` (the main job's greedy and beam+LM) on ``subset`` (the table
     ``tfnhr evaluate`` prints), read once and with the width ensemble
     at every width of :data:`~tfnhr.choices.ENSEMBLE_WIDTHS` and shear of
     :data:`~tfnhr.choices.ENSEMBLE_SHEARS` (rows named ``"greedy, 8 widths x 3 shears"`` etc.), each row
     with its CER per font (``"cer_by_font"``: font file ->
     CER, from the set's :data:`~tfnhr.data.synthetic.FONTS_FILE`); the JSON table is kept in
     ``out``."""
-    decoders = {name: make_decoder(name, model.charset, lm=lm_path) for name in ("greedy", "beam+lm")}
     examples = load_data_subset(data, subset)
     rows, transcriptions = evaluate_set(model, examples, decoders)
     ensemble_rows, ensemble_transcriptions = evaluate_set(model, examples, decoders, widths=ENSEMBLE_WIDTHS,

@@ -196,7 +196,9 @@ def decode_views(decoder: Decoder, view_scores: Sequence[Sequence[np.ndarray]],
     index ``v`` of the view it is kept from: with one view its reading (index 0), with several
     the text they agree on, weighed with the decoder's ``reading_scores`` (:func:`agreed_readings`;
     needs ``charset``)."""
-    view_texts = [decoder.decode_batch(scores) for scores in view_scores]
+    texts = decoder.decode_batch([s for scores in view_scores for s in scores])  # one call: one hand-out to a pool
+    images = len(view_scores[0])
+    view_texts = [texts[v * images:(v + 1) * images] for v in range(len(view_scores))]
     if len(view_texts) == 1:
         return view_texts[0], [0] * len(view_texts[0])
     if charset is None:

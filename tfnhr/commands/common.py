@@ -106,6 +106,21 @@ def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
                              + ",".join(f"{s:g}" for s in ENSEMBLE_SHEARS) + " (3x the model calls); 0: unsheared")
 
 
+def add_decoding_processes(parser: argparse.ArgumentParser) -> None:
+    """``--decoding-processes`` (evaluate, recognize: many lines at once): the beam searches of a
+    batch in worker processes."""
+    parser.add_argument("--decoding-processes", type=decoding_processes, default="auto", metavar="N|auto",
+                        help="run the beam searches of a batch in N worker processes (the search is Python, one "
+                             "core each); auto: one per usable core; 1: in this process")
+
+
+def decoding_processes(text: str) -> int:
+    """``--decoding-processes``: ``"auto"`` (:func:`tfnhr.stack.usable_cores`) or a count >= 1."""
+    from tfnhr.stack import usable_cores
+
+    return usable_cores() if text.strip().lower() == "auto" else COUNT.type(text)
+
+
 def width_factors(text: str) -> tuple[float, ...]:
     """``--widths``: ``"default"`` (:data:`tfnhr.choices.ENSEMBLE_WIDTHS`) or distinct
     comma-separated factors in :data:`tfnhr.ranges.WIDTH_FACTOR`."""
@@ -159,7 +174,7 @@ def decoder_from_args(name: str | None, args: argparse.Namespace, charset):
 
     name = name or ("beam+lm" if args.lm else "greedy")
     return make_decoder(name, charset, beam_width=args.beam_width, lm=args.lm, alpha=args.alpha, beta=args.beta,
-                        closed_vocabulary=args.closed_vocabulary)
+                        closed_vocabulary=args.closed_vocabulary, processes=getattr(args, "decoding_processes", 1))
 
 
 def transcriber_from_args(model, args: argparse.Namespace):

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from tfnhr.choices import DECODERS, SUBSETS, example_noun
-from tfnhr.commands.common import DefaultsHelpFormatter, add_data_arguments, add_decoder_arguments, decoder_from_args, reports_errors
+from tfnhr.commands.common import (DefaultsHelpFormatter, add_data_arguments, add_decoder_arguments, add_decoding_processes,
+                                  decoder_from_args, reports_errors)
 from tfnhr.ranges import COUNT, NONNEGATIVE_COUNT
 
 
@@ -22,6 +23,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--subset", choices=SUBSETS, default="test", help="which subset")
     parser.add_argument("--max", type=COUNT.type, default=None, help="evaluate only the first N samples")
     add_decoder_arguments(parser)
+    add_decoding_processes(parser)
     parser.add_argument("--decoders", nargs="+", choices=DECODERS, default=None,
                         help="decoders to compare; none given: greedy, and beam+lm with --lm")
     parser.add_argument("--show", type=NONNEGATIVE_COUNT.type, default=0, help="print the first N references and hypotheses")

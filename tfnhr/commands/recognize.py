@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from tfnhr.choices import DEFAULT_BATCH_PIXELS, DEVICES, RECOGNIZE_FORMATS
-from tfnhr.commands.common import DefaultsHelpFormatter, add_decoder_choice, reports_errors, transcriber_from_args, use_device
+from tfnhr.commands.common import (DefaultsHelpFormatter, add_decoder_choice, add_decoding_processes, reports_errors,
+                                  transcriber_from_args, use_device)
 from tfnhr.ranges import COUNT
 
 
@@ -37,6 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", choices=DEVICES, default="auto",
                         help="auto: a GPU if TensorFlow sees one, else the CPU; gpu: fail without one")
     add_decoder_choice(parser)
+    add_decoding_processes(parser)
     parser.set_defaults(run=run)
 
 

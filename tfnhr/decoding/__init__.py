@@ -36,20 +36,21 @@ class Decoder(Protocol):
 
 
 def make_decoder(name: str, charset: Charset, beam_width: int = 25, lm: str | Path | None = None,
-                 alpha: float = 0.5, beta: float = 1.0, closed_vocabulary: bool = False) -> Decoder:
+                 alpha: float = 0.5, beta: float = 1.0, closed_vocabulary: bool = False, processes: int = 1) -> Decoder:
     """The decoder ``name`` (one of :data:`~tfnhr.choices.DECODERS`): ``greedy``, ``beam`` (no LM)
-    or ``beam+lm`` (the ARPA file ``lm``, weight ``alpha``, word bonus ``beta``). ``ValueError``
-    for an unknown name or ``beam+lm`` without ``lm``."""
+    or ``beam+lm`` (the ARPA file ``lm``, weight ``alpha``, word bonus ``beta``), the beam searches
+    of a batch spread over ``processes`` worker processes. ``ValueError`` for an unknown name or
+    ``beam+lm`` without ``lm``."""
     if name not in DECODERS:
         raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {name!r}")
     if name == "greedy":
         return GreedyDecoder(charset)
     if name == "beam":
-        return BeamSearchDecoder(charset, beam_width=beam_width)
+        return BeamSearchDecoder(charset, beam_width=beam_width, processes=processes)
     if lm is None:
         raise ValueError("the beam+lm decoder needs --lm (an ARPA file from tfnhr lm build)")
     return BeamSearchDecoder(charset, beam_width=beam_width, lm_path=lm, alpha=alpha, beta=beta,
-                             closed_vocabulary=closed_vocabulary)
+                             closed_vocabulary=closed_vocabulary, processes=processes)
 
 
 __all__ = ["Decoder", "make_decoder", "GreedyDecoder", "BeamSearchDecoder", "greedy_decode", "greedy_decode_batch",

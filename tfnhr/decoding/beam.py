@@ -32,6 +32,7 @@ from pygtrie import CharTrie
 
 from tfnhr.charset import Charset
 from tfnhr.decoding.greedy import check_scores, log_softmax
+from tfnhr.decoding.processes import DecodingPool
 from tfnhr.lm.arpa import load_arpa
 from tfnhr.lm.tokens import is_token_vocabulary, lm_tokens
 
@@ -59,14 +60,19 @@ class BeamSearchDecoder:
         token_min_logp: per column, classes with a lower log-probability are not tried (except the
             column's best); ``-inf`` tries all.
         beam_prune_logp: hypotheses scoring this much below the best are dropped; ``-inf`` keeps all.
+        processes: :meth:`decode_batch` of at least two lines per process runs in this many
+            worker processes (:class:`~tfnhr.decoding.processes.DecodingPool`, each with its own
+            copy of this decoder); 1: in this process.
     """
 
     def __init__(self, charset: Charset, beam_width: int = 25, lm_path: str | Path | None = None,
                  alpha: float = 0.5, beta: float = 1.0, vocabulary: Iterable[str] | None = None,
                  closed_vocabulary: bool = False, *, token_min_logp: float = -5.0,
-                 beam_prune_logp: float = -10.0) -> None:
+                 beam_prune_logp: float = -10.0, processes: int = 1) -> None:
         if beam_width < 1:
             raise ValueError(f"beam_width must be >= 1, got {beam_width}")
+        if processes < 1:
+            raise ValueError(f"processes must be >= 1, got {processes}")
         if closed_vocabulary and vocabulary is None and lm_path is None:
             raise ValueError("closed_vocabulary needs a vocabulary or an LM (lm_path)")
         self.charset = charset
@@ -76,7 +82,7 @@ class BeamSearchDecoder:
         unk_offset = CLOSED_VOCABULARY_UNK_OFFSET if closed_vocabulary else OPEN_VOCABULARY_UNK_OFFSET
         if isinstance(vocabulary, str):
             raise TypeError("vocabulary must be an iterable of words, not one string")
-        words = None if vocabulary is None else {w for w in vocabulary if w}
+        words = given_words = None if vocabulary is None else {w for w in vocabulary if w}
         model = None
         if lm_path is not None:
             model, arpa_words = load_arpa(lm_path)
@@ -98,6 +104,10 @@ class BeamSearchDecoder:
         alphabet = Alphabet(list(charset.labels_for_decoder()), is_bpe=False)
         self._decoder = BeamSearchDecoderCTC(alphabet, language_model)
         weakref.finalize(self, self._decoder.cleanup)  # pyctcdecode keeps the LM in a class registry
+        self._pool = None if processes == 1 else DecodingPool(processes, BeamSearchDecoder, dict(
+            charset=charset, beam_width=beam_width, lm_path=lm_path, alpha=alpha, beta=beta,
+            vocabulary=None if given_words is None else sorted(given_words),
+            closed_vocabulary=closed_vocabulary, token_min_logp=token_min_logp, beam_prune_logp=beam_prune_logp))
 
     def decode(self, scores: np.ndarray) -> str:
         """Most probable text (with the LM/vocabulary, best combined score) of ``scores [T, C]``."""
@@ -109,8 +119,16 @@ class BeamSearchDecoder:
                                     token_min_logp=self.token_min_logp)
 
     def decode_batch(self, scores_list: Sequence[np.ndarray]) -> list[str]:
-        """:meth:`decode` of each ``[T_i, C]`` array."""
-        return [self.decode(s) for s in scores_list]
+        """:meth:`decode` of each ``[T_i, C]`` array (in the worker processes when there are any
+        and at least two arrays per process)."""
+        if self._pool is None or len(scores_list) < 2 * self._pool.processes:
+            return [self.decode(s) for s in scores_list]
+        return self._pool.map([check_scores(s, self.charset) for s in scores_list])
+
+    def close(self) -> None:
+        """Stop the worker processes now rather than when the decoder is garbage-collected."""
+        if self._pool is not None:
+            self._pool.close()
 
     def reading_scores(self, texts: Sequence[str]) -> np.ndarray:
         """What the LM adds to each whole text's score when readings of several views are weighed

@@ -112,6 +112,13 @@ def test_evaluate_prints_greedy_and_lm_rows(workspace, capsys):
     rows = json.loads(out.read_text())
     assert [row["decoder"] for row in rows] == ["greedy", "beam+lm"]
     assert all(0 <= row["cer"] and 0 <= row["wer"] for row in rows)
+    readings = []
+    for processes in ("1", "2"):  # the beam searches in this process and in 2 workers: the same readings
+        assert main(["evaluate", "--model", str(workspace / "run" / "best.keras"), "--data", str(workspace / "synth"),
+                     "--subset", "val", "--lm", str(workspace / "lm.arpa"), "--beam-width", "4", "--decoders",
+                     "beam+lm", "--show", "1000", "--decoding-processes", processes]) == 0
+        readings.append([line for line in capsys.readouterr().out.splitlines() if "beam+lm:" in line])
+    assert len(readings[0]) >= 4 and readings[0] == readings[1]
 
 
 @pytest.mark.slow

@@ -263,3 +263,36 @@ def test_pyctcdecode_logs_only_real_problems(fox_lm, caplog):
 def test_vocabulary_outside_the_charset_warns():
     with pytest.warns(UserWarning, match="outside the charset"):
         BeamSearchDecoder(LETTERS, vocabulary=["The", "Fox", "dog"])
+
+
+@pytest.mark.parametrize("lm, vocabulary", [(True, None), (False, ["the", "quick", "brwn", "dog"])])
+def test_worker_processes_read_what_this_process_reads(fox_lm, lm, vocabulary):
+    """Beam searches spread over 2 worker processes (each with its own copy of the decoder and its
+    LM or vocabulary) give the texts of the same decoder in this process, in order; too few lines
+    stay here; :meth:`close` stops the workers, and a later batch starts new ones."""
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(["the", "quick", "brown", "fox", "lazy", "dog", "zebra"], size=rng.integers(1, 5)))
+             for _ in range(23)]
+    scores = [written(text, weak={i: float(rng.uniform(0.2, 0.99)) for i in range(len(text))}) for text in texts]
+    scores += [np.zeros((0, LETTERS.num_classes), np.float32)]
+    lm_path = fox_lm if lm else None
+    alone = BeamSearchDecoder(LETTERS, lm_path=lm_path, vocabulary=vocabulary).decode_batch(scores)
+    pooled = BeamSearchDecoder(LETTERS, processes=2, lm_path=lm_path,  # a vocabulary read once, as an iterator
+                               vocabulary=iter(vocabulary) if vocabulary else None)
+    assert pooled.decode_batch(scores) == alone
+    workers = list(pooled._pool._executor._processes.values())
+    assert len(workers) == 2 and all(worker.is_alive() for worker in workers)
+    assert pooled.decode_batch(scores[:3]) == alone[:3]  # fewer than 2 per process: decoded here
+    pooled.close()
+    for worker in workers:
+        worker.join(timeout=10)
+        assert not worker.is_alive()
+    assert pooled.decode_batch(scores[::-1]) == alone[::-1]
+    pooled.close()
+    bad = [written("ab")] * 4
+    bad[2] = bad[2].copy()
+    bad[2][1, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):  # checked here, before any work is handed out
+        BeamSearchDecoder(LETTERS, processes=2).decode_batch(bad)
+    with pytest.raises(ValueError, match="processes must be >= 1"):
+        BeamSearchDecoder(LETTERS, processes=0)
