@@ -39,7 +39,7 @@ core hands, or all bundled training hands (the core ones and the more of
 :data:`tfnhr.data.synthetic.MORE_TRAIN_FONTS`). Validation and test fonts are the same in both."""
 
 MAIN_JOB_PRESETS: dict[str, dict] = {
-    "quick": {"train": 9000, "val": 200, "test": 200, "time_limit": 14.0, "epochs": 80, "validate_lines": 1100,
+    "quick": {"train": 9000, "val": 200, "test": 200, "time_limit": 15.0, "epochs": 80, "validate_lines": 1100,
               "model": "small-stem", "train_fonts": "core", "anneal": 0.7},
     "full": {"train": 10000, "val": 400, "test": 400, "time_limit": 49.0, "epochs": 80, "validate_lines": 2200,
              "model": "stem-80", "train_fonts": "all", "anneal": 0.5},

@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"[1/4] synthetic lines: {preset['train']} train (fonts: {args.train_fonts}, {font_count}), "
           f"{preset['val']} val, {preset['test']} test -> {data}", flush=True)
     synthetic.write_iam_layout(data, {"train": preset["train"], "val": preset["val"], "test": preset["test"]},
-                               kind="lines", seed=args.seed, train_fonts=args.train_fonts)
+                               kind="lines", seed=args.seed, train_fonts=args.train_fonts, processes=usable_cores())
     print(f"[2/4] word 3-gram LM of the training text, English word frequencies for the words it lacks "
           f"-> {args.out / 'lm.arpa'}", flush=True)
     lm_stats = build_lm(args.out / "lm.arpa")

@@ -104,7 +104,7 @@ def test_the_help_names_each_presets_values(capsys):
 
     build_parser().print_help()
     help_text = " ".join(capsys.readouterr().out.split())
-    for values in ("full stem-80, quick small-stem", "full all, quick core", "full 49, quick 14",
+    for values in ("full stem-80, quick small-stem", "full all, quick core", "full 49, quick 15",
                    "full 0.5, quick 0.7"):
         assert f"the preset's, {values}" in help_text
 

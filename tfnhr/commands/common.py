@@ -109,13 +109,13 @@ def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
 def add_decoding_processes(parser: argparse.ArgumentParser) -> None:
     """``--decoding-processes`` (evaluate, recognize: many lines at once): the beam searches of a
     batch in worker processes."""
-    parser.add_argument("--decoding-processes", type=decoding_processes, default="auto", metavar="N|auto",
+    parser.add_argument("--decoding-processes", type=process_count, default="auto", metavar="N|auto",
                         help="run the beam searches of a batch in N worker processes (the search is Python, one "
                              "core each); auto: one per usable core; 1: in this process")
 
 
-def decoding_processes(text: str) -> int:
-    """``--decoding-processes``: ``"auto"`` (:func:`tfnhr.stack.usable_cores`) or a count >= 1."""
+def process_count(text: str) -> int:
+    """``--decoding-processes``, ``--processes``: ``"auto"`` (:func:`tfnhr.stack.usable_cores`) or a count >= 1."""
     from tfnhr.stack import usable_cores
 
     return usable_cores() if text.strip().lower() == "auto" else COUNT.type(text)

@@ -7,7 +7,7 @@ import argparse
 import json
 
 from tfnhr.choices import KINDS, PAGE_LAYOUTS, TRAIN_FONT_SETS
-from tfnhr.commands.common import DefaultsHelpFormatter, reports_errors
+from tfnhr.commands.common import DefaultsHelpFormatter, process_count, reports_errors
 from tfnhr.ranges import COUNT, NONNEGATIVE, NONNEGATIVE_COUNT, POSITIVE
 
 
@@ -47,6 +47,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="training hands: the 65 core ones, or all 204 bundled ones (many more scripts; they "
                              "pay with long training: the main job's full preset trains on them); the held-out "
                              "fonts are the same")
+    parser.add_argument("--processes", type=process_count, default="auto", metavar="N|auto",
+                        help="render the IAM layout's images in N worker processes (the same images); auto: one per usable core")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run_synth)
 
@@ -70,6 +72,6 @@ def run_synth(args: argparse.Namespace) -> int:
     summary = synthetic.write_iam_layout(
         args.out, counts, kind=args.kind,
         seed=args.seed, style=style, progress=not args.quiet,
-        min_chars=args.min_chars, max_chars=args.max_chars, train_fonts=args.train_fonts)
+        min_chars=args.min_chars, max_chars=args.max_chars, train_fonts=args.train_fonts, processes=args.processes)
     print(json.dumps(summary, indent=1))
     return 0

@@ -31,6 +31,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from tfnhr.choices import KINDS, SUBSETS, TRAIN_FONT_SETS
 from tfnhr.data.iam import OFFICIAL_SPLIT_DIR, OFFICIAL_SPLIT_FILES, OFFICIAL_VALIDATION2
+from tfnhr.parallel import ordered_map
 from tfnhr.progress import Progress
 
 CHARS = string.ascii_letters + string.digits + " .,;:'\"!?-()&/"
@@ -502,6 +503,13 @@ def render_example(seed: int, kind: str, split: str, index: int, style: RenderSt
     return RenderedExample(image, text, boxes, font.name)
 
 
+def _render_item(seed: int, kind: str, style: RenderStyle, chars: tuple[int | None, int | None], train_fonts: str,
+                 item: tuple[str, int]) -> RenderedExample:
+    """:func:`render_example` of ``item = (split, index)``."""
+    split, index = item
+    return render_example(seed, kind, split, index, style, chars, train_fonts)
+
+
 def _check_args(seed: int, kind: str, split: str, kinds: Sequence[str] = KINDS) -> None:
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
@@ -658,7 +666,7 @@ def read_fonts(set_dir: str | Path) -> dict[str, str]:
 def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str = "lines", seed: int = 0,
                      style: RenderStyle = RenderStyle(), progress: bool = True,
                      min_chars: int | None = None, max_chars: int | None = None,
-                     train_fonts: str = "core") -> dict:
+                     train_fonts: str = "core", processes: int = 1) -> dict:
     """Write a synthetic set in the IAM folder layout and return a summary.
 
     ``counts``: examples per split, e.g. ``{"train": 2000, "val": 200, "test": 200}`` (lines, or
@@ -670,6 +678,8 @@ def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str =
     synthetic set (which is replaced); anything else raises ``FileExistsError``. ``min_chars``,
     ``max_chars``: text lengths as in :func:`sample_texts` (of lines for kind "both").
     ``train_fonts``: the training-font set (:func:`font_paths`; the held-out fonts are the same).
+    ``processes``: render in this many worker processes (:func:`tfnhr.parallel.ordered_map`; the
+    same images, as each depends only on its index); the images are written by this process.
 
     Returns ``{"out_dir", "kind", "seed", "counts": {split: {"lines": n, "words": n}},
     "images", "pixels", "seconds", "images_per_second"}`` (images and pixels of all files).
@@ -687,26 +697,25 @@ def write_iam_layout(out_dir: str | Path, counts: Mapping[str, int], kind: str =
     (out / MARKER).write_text(json.dumps(params, indent=1) + "\n")
 
     writer, bar = _IamWriter(out), Progress(sum(counts.values()), "synth", unit="examples", enabled=progress)
-    for split, count in counts.items():
-        form_y = 0
-        for index in range(count):
-            image, text, boxes, font = render_example(seed, text_kind, split, index, style, (min_chars, max_chars),
-                                                      train_fonts)
-            if kind == "words":
-                line_id = _line_id(split, index // WORDS_PER_LINE)
-                writer.word(split, f"{line_id}-{index % WORDS_PER_LINE:02d}", image, text, 0, 0)
-                writer.font(f"{line_id}-{index % WORDS_PER_LINE:02d}", font)
-            else:
-                line_id = _line_id(split, index)
-                form_y = 0 if index % LINES_PER_FORM == 0 else form_y
-                writer.line(split, line_id, image, text, form_y)
-                writer.font(line_id, font)
-                if kind == "both":
-                    for number, (word, (x0, y0, x1, y1)) in enumerate(zip(text.split(), boxes)):
-                        writer.word(split, f"{line_id}-{number:02d}", image[y0:y1, x0:x1], word, x0, form_y + y0)
-                        writer.font(f"{line_id}-{number:02d}", font)
-                form_y += image.shape[0]
-            bar.step()
+    items = [(split, index) for split, count in counts.items() for index in range(count)]
+    render = functools.partial(_render_item, seed, text_kind, style, (min_chars, max_chars), train_fonts)
+    form_y = 0
+    for (split, index), (image, text, boxes, font) in zip(items, ordered_map(render, items, processes)):
+        if kind == "words":
+            line_id = _line_id(split, index // WORDS_PER_LINE)
+            writer.word(split, f"{line_id}-{index % WORDS_PER_LINE:02d}", image, text, 0, 0)
+            writer.font(f"{line_id}-{index % WORDS_PER_LINE:02d}", font)
+        else:
+            line_id = _line_id(split, index)
+            form_y = 0 if index % LINES_PER_FORM == 0 else form_y
+            writer.line(split, line_id, image, text, form_y)
+            writer.font(line_id, font)
+            if kind == "both":
+                for number, (word, (x0, y0, x1, y1)) in enumerate(zip(text.split(), boxes)):
+                    writer.word(split, f"{line_id}-{number:02d}", image[y0:y1, x0:x1], word, x0, form_y + y0)
+                    writer.font(f"{line_id}-{number:02d}", font)
+            form_y += image.shape[0]
+        bar.step()
     writer.finish()
 
     seconds = time.perf_counter() - bar.started

@@ -1,22 +1,22 @@
 """Decodings spread over worker processes: the beam search is Python (pyctcdecode), one core per
 process, so reading many lines (``tfnhr evaluate``, the main job's 24 views) decodes on every core.
 
-The workers start from a ``forkserver``: a clean process, not a fork of one that runs
-TensorFlow's threads, and without importing a ``python -m`` main module again. Each builds its
-own decoder once from the arguments it was made with (its LM loaded in each process) and decodes
-what :meth:`DecodingPool.map` hands out, in order.
+The workers start as :func:`tfnhr.parallel.worker_context` starts them (a ``forkserver``). Each
+builds its own decoder once from the arguments it was made with (its LM loaded in each process)
+and decodes what :meth:`DecodingPool.map` hands out, in order.
 """
 
 from __future__ import annotations
 
 import math
-import multiprocessing
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
+
+from tfnhr.parallel import worker_context
 
 _worker_decode: Callable[[np.ndarray], str] | None = None
 """In a worker process: its decoder's ``decode``."""
@@ -54,7 +54,7 @@ class DecodingPool:
     def map(self, scores_list: Sequence[np.ndarray]) -> list[str]:
         """The workers' ``decode`` of each ``[T_i, C]`` array, in order."""
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("forkserver"),
+            self._executor = ProcessPoolExecutor(self.processes, mp_context=worker_context(),
                                                  initializer=_start_worker, initargs=(self._factory, self._arguments))
             self._finalizer = weakref.finalize(self, self._executor.shutdown, cancel_futures=True)
         chunk = max(1, math.ceil(len(scores_list) / (CHUNKS_PER_PROCESS * self.processes)))

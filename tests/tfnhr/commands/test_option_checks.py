@@ -9,7 +9,7 @@ import argparse
 import pytest
 
 from tfnhr.cli import build_parser, leaf_parsers, main
-from tfnhr.commands.common import decoding_processes, shear_factors, size_pair, width_factors
+from tfnhr.commands.common import process_count, shear_factors, size_pair, width_factors
 from tfnhr.ranges import Range
 
 REQUIRED = {
@@ -49,7 +49,7 @@ def bad_value(action: argparse.Action) -> str | None:
         return "1,0"
     if action.type is shear_factors:
         return "0,1.5"
-    if action.type is decoding_processes:
+    if action.type is process_count:
         return "0"
     if getattr(action.type, "__qualname__", "").startswith("each."):
         return "2,0"

@@ -276,6 +276,20 @@ def test_the_fonts_file_names_the_font_each_image_was_drawn_with(tmp_path):
     assert synthetic.read_fonts(tmp_path / "ascii") == {}
 
 
+def test_worker_processes_write_the_same_set(tmp_path):
+    """Rendered in 2 worker processes (several chunks each), the set is the one rendered here, file
+    for file and byte for byte."""
+    counts = {"train": 75, "val": 5, "test": 3}
+    for processes in (1, 2):
+        synthetic.write_iam_layout(tmp_path / str(processes), counts, kind="both", seed=3, progress=False,
+                                   processes=processes)
+    files = {n: sorted(p.relative_to(tmp_path / n) for p in (tmp_path / n).rglob("*") if p.is_file()) for n in "12"}
+    assert files["1"] == files["2"] and len(files["1"]) > 83
+    changed = [path for path in files["1"] if path.name != synthetic.MARKER
+               and (tmp_path / "1" / path).read_bytes() != (tmp_path / "2" / path).read_bytes()]
+    assert not changed
+
+
 def test_write_iam_layout_words(tmp_path):
     synthetic.write_iam_layout(tmp_path, {"train": 13, "test": 1}, kind="words", progress=False)
     assert not (tmp_path / "ascii" / "lines.txt").exists()
