@@ -48,8 +48,9 @@ MAIN_JOB_PRESETS: dict[str, dict] = {
 recognizer size (:data:`MODEL_PRESET_SIZES`), the training fonts (:data:`TRAIN_FONT_SETS`) and the
 fraction of the time limit from which the learning rate is annealed (``anneal``,
 :class:`~tfnhr.training.callbacks.TimeBudgetAnnealing`) of the main job's two presets (:mod:`tfnhr.main_job`, ``--preset``); the peer benchmark
-(``benchmarks/accuracy_vs_peer.py``) takes its defaults from ``quick``. In the 14 minutes of
-``quick`` an earlier choice of the more hands read the validation fonts level and the test fonts
+(``benchmarks/accuracy_vs_peer.py``) takes its defaults from ``quick``. ``quick`` trains 15
+minutes since 2026-12-07 (14 before: the evaluation's beam searches and the rendering now run on
+every core, and the time they save trains). In 14 minutes of ``quick`` an earlier choice of the more hands read the validation fonts level and the test fonts
 1.5-2.1 points worse than the core ones (docs/performance.md, "Training fonts"); in the hour of
 ``full`` ``stem-80`` on all hands read the validation fonts 0.9-1.2 points and the test fonts
 0.3-0.9 points better than ``small-stem`` on the core ones (one sample each; docs/performance.md,
