@@ -4,7 +4,7 @@ set on CPU and report validation CER/WER on held-out fonts, greedy and with an L
 Steps, all under ``--out`` (default ``runs/main``):
 
 1. ``synth/``: synthetic lines in the IAM layout (the preset's training fonts for train, held-out
-   fonts for validation and test; :mod:`tfnhr.data.synthetic`).
+   fonts for validation and test; :mod:`tfnhr.data.synthetic`), drawn in one worker process per core.
 2. ``lm.arpa``: a word 3-gram LM (modified Kneser-Ney) of the synthetic corpus's training text
    in lower-case tokens (:mod:`tfnhr.lm.tokens`), its unseen words backed by the 100,000 most
    frequent English words (:mod:`tfnhr.lm.background`).
@@ -15,7 +15,7 @@ Steps, all under ``--out`` (default ``runs/main``):
    ``model/curves.png`` its loss and validation CER.
 4. Validation and test CER/WER of the best model: greedy and beam search + LM, each reading a
    line once and with the width ensemble (:mod:`tfnhr.width_ensemble`: 8 widths x 3 shears), in
-   all and per font;
+   all and per font (the beam searches in one worker process per core);
    ``main.json``; a few test lines printed with their reference and recognition, and drawn in
    ``samples.png``.
 
