@@ -23,10 +23,8 @@ def test_ordered_map_gives_each_result_in_order(processes, chunk):
     pids = {pid for pid, _ in results}
     if processes == 1:
         assert pids == {os.getpid()}
-    else:
+    else:  # how the chunks fall on the workers is up to their start-up times
         assert os.getpid() not in pids and 1 <= len(pids) <= processes
-        if chunk < 50 // processes:
-            assert len(pids) > 1
 
 
 def test_ordered_map_reads_items_only_a_few_chunks_ahead():
