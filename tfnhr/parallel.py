@@ -32,13 +32,17 @@ def ordered_map(function: Callable[[Item], Result], items: Iterable[Item], proce
     """``function(item)`` of each item, in order; with ``processes`` > 1 computed in that many
     worker processes (``function`` and the items picklable: a module-level function, or a
     ``functools.partial`` of one), ``chunk`` items per task, at most two tasks per process
-    ahead of the consumer, so that results wait in memory only a few chunks at a time."""
+    ahead of the consumer, so that results wait in memory only a few chunks at a time.
+    ``ValueError`` for ``processes`` < 1 at the call, before any item is read."""
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
     if processes == 1:
-        yield from map(function, items)
-        return
-    iterator = iter(items)
+        return map(function, items)
+    return _ordered_map_in_workers(function, iter(items), processes, chunk)
+
+
+def _ordered_map_in_workers(function: Callable[[Item], Result], iterator: Iterator[Item], processes: int,
+                            chunk: int) -> Iterator[Result]:
     with ProcessPoolExecutor(processes, mp_context=worker_context()) as executor:
         pending: collections.deque[Future] = collections.deque()
         while True:
