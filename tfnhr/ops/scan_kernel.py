@@ -3,13 +3,16 @@
 The skewed scan of :mod:`tfnhr.layers.mdlstm_scan` written as TensorFlow ops costs ~35 ops per
 column forward and ~50 backward; on a CPU most of a narrow layer's time is spent dispatching
 them.  The two ops in ``kernels/mdlstm_scan.cc`` run the whole loop over columns in C++
-(Eigen matmuls, vectorised gate arithmetic), one op forward and one backward.
+(vectorised Eigen gate arithmetic), one op forward and one backward.  Their matrix products go
+to OpenBLAS, the copy the ``scipy-openblas32`` wheel ships (a pinned dependency), or to Eigen
+when that wheel is missing or ``$TFNHR_KERNEL_GEMM=eigen`` asks for it (:func:`gemm_library`).
 
 The source is compiled on first use with the TensorFlow headers of the running installation
 (``-O3 -march=native``) into a cache directory, ``$TFNHR_KERNEL_DIR`` or
 ``~/.cache/tfnhr/kernels`` (``$XDG_CACHE_HOME`` respected); the file name carries a hash of the
-source, the TensorFlow version, the compiler flags and the CPU's feature flags, so a changed
-source, TensorFlow or machine gets its own build.  ``scripts/setup.sh`` builds it
+source, the TensorFlow version, the compiler and link flags (the OpenBLAS wheel's location
+included) and the CPU's feature flags, so a changed source, TensorFlow or machine gets its own
+build.  ``scripts/setup.sh`` builds it
 (``python -m tfnhr.ops.scan_kernel``), so training never waits for the compiler (about two
 minutes on 2 cores).  Concurrent builds (several Horovod workers) are safe: each writes a
 temporary file and renames it into place.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import platform
 import shutil
@@ -34,6 +38,11 @@ SOURCE = Path(__file__).with_name("kernels") / "mdlstm_scan.cc"
 """The C++ source of the two ops."""
 
 OPTIMIZE_FLAGS = ("-O3", "-march=native", "-shared", "-fPIC")
+
+GEMM_ENV = "TFNHR_KERNEL_GEMM"
+"""Environment variable choosing the kernel's matrix products: ``openblas`` or ``eigen``."""
+
+GEMM_LIBRARIES = ("openblas", "eigen")
 
 
 class KernelUnavailable(RuntimeError):
@@ -68,23 +77,64 @@ def _cpu_flags() -> str:
     return platform.machine()
 
 
-def library_path() -> Path:
-    """The cached library for this source, TensorFlow, compiler flags and CPU."""
-    key = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), tf.__version__.encode(), " ".join(
-            (*OPTIMIZE_FLAGS, *tf.sysconfig.get_compile_flags())).encode(), _cpu_flags().encode()):
-        key.update(part)
-        key.update(b"\0")
-    return kernel_dir() / f"mdlstm_scan-{key.hexdigest()[:16]}.so"
-
-
-def build(verbose: bool = True) -> Path:
-    """Compiles the kernel into :func:`library_path` unless it is there; returns the path.
+def gemm_library() -> str:
+    """The library the kernel's matrix products use in this process: ``$TFNHR_KERNEL_GEMM`` if
+    set, else ``openblas`` when the ``scipy-openblas32`` wheel is installed, else ``eigen``.
 
     Raises:
-      KernelUnavailable: no compiler, or the compilation failed (first error line).
+      ValueError: ``$TFNHR_KERNEL_GEMM`` names neither.
     """
-    target = library_path()
+    chosen = os.environ.get(GEMM_ENV, "").strip().lower()
+    if chosen and chosen not in GEMM_LIBRARIES:
+        raise ValueError(f"{GEMM_ENV} must be 'openblas' or 'eigen', not {chosen!r}")
+    if chosen:
+        return chosen
+    return "openblas" if importlib.util.find_spec("scipy_openblas32") else "eigen"
+
+
+def _gemm_flags(library: str) -> tuple[list[str], list[str]]:
+    """Compile and link flags for ``library``'s matrix products.
+
+    Raises:
+      KernelUnavailable: ``openblas`` asked for without the ``scipy-openblas32`` wheel.
+    """
+    if library == "eigen":
+        return ["-DTFNHR_EIGEN_GEMM"], []
+    try:
+        import scipy_openblas32  # noqa: PLC0415 (only the build needs it)
+    except ImportError as error:
+        raise KernelUnavailable(f"{GEMM_ENV}=openblas needs the scipy-openblas32 wheel "
+                                "(pip install scipy-openblas32)") from error
+    lib_dir = scipy_openblas32.get_lib_dir()
+    return ([f"-I{scipy_openblas32.get_include_dir()}"],
+            [f"-L{lib_dir}", f"-l{scipy_openblas32.get_library()}", f"-Wl,-rpath,{lib_dir}"])
+
+
+def library_path(library: str | None = None) -> Path:
+    """The cached library for this source, TensorFlow, compiler and link flags and CPU, with
+    ``library``'s matrix products (default :func:`gemm_library`)."""
+    library = library or gemm_library()
+    compile_flags, link_flags = _gemm_flags(library)
+    key = hashlib.sha256()
+    for part in (SOURCE.read_bytes(), tf.__version__.encode(), " ".join(
+            (*OPTIMIZE_FLAGS, *tf.sysconfig.get_compile_flags(), *compile_flags,
+             *link_flags)).encode(), _cpu_flags().encode()):
+        key.update(part)
+        key.update(b"\0")
+    return kernel_dir() / f"mdlstm_scan-{library}-{key.hexdigest()[:16]}.so"
+
+
+def build(verbose: bool = True, library: str | None = None) -> Path:
+    """Compiles the kernel with ``library``'s matrix products (default :func:`gemm_library`)
+    into :func:`library_path` unless it is there; returns the path.
+
+    Raises:
+      KernelUnavailable: no compiler, no OpenBLAS wheel for ``openblas``, or the compilation
+        failed (first error line).
+    """
+    library = library or gemm_library()
+    target = library_path(library)
+    compile_flags, link_flags = _gemm_flags(library)
     if target.exists():
         return target
     compiler = _compiler()
@@ -94,8 +144,8 @@ def build(verbose: bool = True) -> Path:
               "about 2 min on 2 cores)", file=sys.stderr, flush=True)
     handle, partial = tempfile.mkstemp(suffix=".so.part", dir=target.parent)
     os.close(handle)
-    command = [compiler, *OPTIMIZE_FLAGS, *tf.sysconfig.get_compile_flags(), str(SOURCE),
-               "-o", partial, *tf.sysconfig.get_link_flags()]
+    command = [compiler, *OPTIMIZE_FLAGS, *tf.sysconfig.get_compile_flags(), *compile_flags,
+               str(SOURCE), "-o", partial, *tf.sysconfig.get_link_flags(), *link_flags]
     try:
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
@@ -142,7 +192,7 @@ def main() -> int:
     except KernelUnavailable as error:
         print(f"tfnhr: {error}", file=sys.stderr)
         return 1
-    print(f"tfnhr: MDLSTM scan kernel ready: {path}")
+    print(f"tfnhr: MDLSTM scan kernel ready ({gemm_library()} matrix products): {path}")
     return 0
 
 

@@ -7,7 +7,11 @@ time) run on the compiled kernel too: see test_mdlstm.py, parametrized over both
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,3 +165,73 @@ def test_environment_decides_auto_for_the_process(monkeypatch):
             MDLSTM2D(2).scan_kernel_mode()
     finally:
         mdlstm_module._auto_scan_kernel.cache_clear()
+
+
+def test_gemm_library_follows_environment_then_the_wheel(monkeypatch):
+    monkeypatch.delenv(scan_kernel.GEMM_ENV, raising=False)
+    assert scan_kernel.gemm_library() == "openblas"  # the pinned wheel is installed
+    monkeypatch.setattr(scan_kernel.importlib.util, "find_spec", lambda name: None)
+    assert scan_kernel.gemm_library() == "eigen"
+    monkeypatch.setenv(scan_kernel.GEMM_ENV, " OpenBLAS ")
+    assert scan_kernel.gemm_library() == "openblas"
+    monkeypatch.setenv(scan_kernel.GEMM_ENV, "mkl")
+    with pytest.raises(ValueError, match="^TFNHR_KERNEL_GEMM must be 'openblas' or 'eigen', not 'mkl'$"):
+        scan_kernel.gemm_library()
+
+
+def test_openblas_without_its_wheel_is_one_line_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("TFNHR_KERNEL_DIR", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "scipy_openblas32", None)  # import fails
+    with pytest.raises(scan_kernel.KernelUnavailable,
+                       match=r"^TFNHR_KERNEL_GEMM=openblas needs the scipy-openblas32 wheel"):
+        scan_kernel.build(verbose=False, library="openblas")
+    assert not any(tmp_path.iterdir())
+
+
+def test_library_name_follows_the_matrix_product_library(monkeypatch, tmp_path):
+    monkeypatch.setenv("TFNHR_KERNEL_DIR", str(tmp_path))
+    eigen, openblas = scan_kernel.library_path("eigen"), scan_kernel.library_path("openblas")
+    assert eigen.name.startswith("mdlstm_scan-eigen-") and openblas.name.startswith("mdlstm_scan-openblas-")
+    monkeypatch.setenv(scan_kernel.GEMM_ENV, "eigen")
+    assert scan_kernel.library_path() == eigen
+
+
+_EIGEN_CHILD = """
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from tests.tfnhr.layers.test_scan_kernel import _reference_problem
+from tfnhr.ops import scan_kernel
+assert scan_kernel.gemm_library() == "eigen"
+np.savez(sys.argv[1], *[v.numpy() for v in _reference_problem("compiled")])
+"""
+
+
+def _reference_problem(kernel):
+    """Outputs and all gradients of a float64 scan (every cell type's largest product shapes are
+    exercised by leaky_lp with 4 directions)."""
+    cell = CELL_TYPES["leaky_lp"]
+    rng = np.random.default_rng(7)
+    x = tf.constant(rng.normal(size=(2, 5, 7, 4)), tf.float64)
+    mask = tf.constant(rng.random((2, 5, 7)) > 0.2, tf.float64)
+    params = _params(rng, cell, 4, 4, 6, tf.float64)
+    probe = tf.constant(rng.normal(size=(2, 5, 7, 24)), tf.float64)
+    return _value_and_gradients(kernel, x, mask, params, cell, True, probe)
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_eigen_build_equals_openblas_build(tmp_path):
+    """The kernel built with Eigen's products (another process: both builds register the same
+    ops) gives the outputs and gradients of the OpenBLAS build loaded here."""
+    assert scan_kernel.gemm_library() == "openblas"
+    saved = tmp_path / "eigen.npz"
+    env = {**os.environ, scan_kernel.GEMM_ENV: "eigen", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    repo = str(Path(__file__).resolve().parents[3])
+    subprocess.run([sys.executable, "-c", _EIGEN_CHILD, str(saved), repo], env=env, check=True, timeout=600)
+    openblas = _reference_problem("compiled")
+    with np.load(saved) as eigen:
+        assert len(eigen.files) == len(openblas)
+        for index, value in enumerate(openblas):
+            assert float(tf.reduce_max(tf.abs(value))) > 0.0
+            np.testing.assert_allclose(eigen[f"arr_{index}"], value.numpy(), rtol=1e-10, atol=1e-12)

@@ -15,14 +15,23 @@
 // Forward outputs h, s [T, D, u, N] (masked) and the saved activations acts [T, D, 7u, N]
 // (layout of tfnhr.layers.mdlstm_cells).  Directions are independent and run in parallel on
 // TensorFlow's intra-op threads.
+//
+// Matrix products: OpenBLAS (the scipy-openblas32 wheel's, one thread per call) unless built
+// with -DTFNHR_EIGEN_GEMM, then Eigen's.  On the per-column shapes of the scan (a few hundred
+// gate rows times 64-512 rows of N) OpenBLAS runs 1.2-3.8x faster than Eigen; see
+// docs/performance.md, "Matrix products through OpenBLAS".
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "Eigen/Core"
+#ifndef TFNHR_EIGEN_GEMM
+#include "cblas.h"
+#endif
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -62,6 +71,51 @@ Cell ParseCell(const std::string& name) {
 // Gates seeing s1, s2 (P / u) and output gates (Q / u) per cell.
 int PeepholeGates(Cell cell) { return cell == Cell::kLstm ? 3 : 2; }
 int OutputGates(Cell cell) { return cell == Cell::kLstm ? 1 : 2; }
+
+#ifndef TFNHR_EIGEN_GEMM
+// The ops call OpenBLAS from TensorFlow's intra-op threads, one call per direction and
+// column: each call must run on its calling thread alone.
+const bool kOpenBlasOneThread = [] {
+  scipy_openblas_set_num_threads(1);
+  return true;
+}();
+#endif
+
+// c [m, n] = op(a) op(b) + beta c, all row-major; op(a) is [m, k] (a stored [k, m] when
+// trans_a), op(b) is [k, n] (b stored [n, k] when trans_b).  beta is 0 or 1.
+template <typename T>
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, const T* b,
+          T beta, T* c) {
+#ifdef TFNHR_EIGEN_GEMM
+  MatrixMap<T> out(c, m, n);
+  ConstMatrixMap<T> a_map(a, trans_a ? k : m, trans_a ? m : k);
+  ConstMatrixMap<T> b_map(b, trans_b ? n : k, trans_b ? k : n);
+  auto product = [&](const auto& left, const auto& right) {
+    if (beta == T(0)) {
+      out.noalias() = left * right;
+    } else {
+      out.noalias() += left * right;
+    }
+  };
+  if (trans_a && trans_b) {
+    product(a_map.transpose(), b_map.transpose());
+  } else if (trans_a) {
+    product(a_map.transpose(), b_map);
+  } else if (trans_b) {
+    product(a_map, b_map.transpose());
+  } else {
+    product(a_map, b_map);
+  }
+#else
+  const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  const blasint lda = trans_a ? m : k, ldb = trans_b ? k : n;
+  if constexpr (std::is_same_v<T, float>) {
+    scipy_cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, n);
+  } else {
+    scipy_cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, n);
+  }
+#endif
+}
 
 template <typename Derived>
 auto Sigmoid(const Eigen::ArrayBase<Derived>& z) {
@@ -117,8 +171,7 @@ void CellForward(Cell cell, int64_t u, int64_t n, const T* z, const T* s1_ptr,
     g = Sigmoid(ConstArrayMap<T>(z, 3 * un));
     a = ConstArrayMap<T>(z + 3 * un, un).tanh();
     s = g.segment(0, un) * a + g.segment(un, un) * s1 + g.segment(2 * un, un) * s2;
-    MatrixMap<T>(acts + 4 * un, u, n).noalias() =
-        ConstMatrixMap<T>(vo, u, u) * ConstMatrixMap<T>(s_ptr, u, n);
+    Gemm(false, false, u, n, u, vo, s_ptr, T(0), acts + 4 * un);
     o = Sigmoid(o + ConstArrayMap<T>(z + 4 * un, un));
     y = o * s.tanh();
     ArrayMap<T>(acts + 5 * un, un) = s1;
@@ -134,8 +187,7 @@ void CellForward(Cell cell, int64_t u, int64_t n, const T* z, const T* s1_ptr,
   sbar = s2 + il.segment(un, un) * diff;
   s = sbar + il.segment(0, un) * (a - sbar);
   const T* memory = cell == Cell::kLeakyLpNewState ? s_ptr : acts + 5 * un;
-  MatrixMap<T>(acts + 3 * un, 2 * u, n).noalias() =
-      ConstMatrixMap<T>(vo, 2 * u, u) * ConstMatrixMap<T>(memory, u, n);
+  Gemm(false, false, 2 * u, n, u, vo, memory, T(0), acts + 3 * un);
   o = Sigmoid(o + ConstArrayMap<T>(z + 3 * un, 2 * un));
   y = (o.segment(0, un) * sbar + o.segment(un, un) * s).tanh();
 }
@@ -157,16 +209,14 @@ void CellBackward(Cell cell, int64_t u, int64_t n, const T* acts, const T* y_ptr
     ArrayMap<T> dzo(dz + 4 * un, un);
     ts = s.tanh();
     dzo = dy * ts * o * (T(1) - o);
-    MatrixMap<T>(scratch, u, n).noalias() =
-        ConstMatrixMap<T>(vo, u, u).transpose() * ConstMatrixMap<T>(dz + 4 * un, u, n);
+    Gemm(true, false, u, n, u, vo, dz + 4 * un, T(0), scratch);
     ds += ds_in + dy * o * (T(1) - ts * ts);
     auto i = g.segment(0, un), f1 = g.segment(un, un), f2 = g.segment(2 * un, un);
     ArrayMap<T>(dz, un) = ds * a * i * (T(1) - i);
     ArrayMap<T>(dz + un, un) = ds * s1 * f1 * (T(1) - f1);
     ArrayMap<T>(dz + 2 * un, un) = ds * s2 * f2 * (T(1) - f2);
     ArrayMap<T>(dz + 3 * un, un) = ds * i * (T(1) - a * a);
-    MatrixMap<T>(dvo, u, u).noalias() +=
-        ConstMatrixMap<T>(dz + 4 * un, u, n) * ConstMatrixMap<T>(s_ptr, u, n).transpose();
+    Gemm(false, true, u, u, n, dz + 4 * un, s_ptr, T(1), dvo);
     ds1 = ds * f1;
     ds2 = ds * f2;
     return;
@@ -179,10 +229,10 @@ void CellBackward(Cell cell, int64_t u, int64_t n, const T* acts, const T* y_ptr
   dq = dy * (T(1) - y * y);
   ArrayMap<T>(dz + 3 * un, un) = dq * sbar * o1 * (T(1) - o1);
   ArrayMap<T>(dz + 4 * un, un) = dq * s * o2 * (T(1) - o2);
-  ConstMatrixMap<T> dzo(dz + 3 * un, 2 * u, n);
-  MatrixMap<T>(scratch + un, u, n).noalias() = ConstMatrixMap<T>(vo, 2 * u, u).transpose() * dzo;
+  const T* dzo = dz + 3 * un;  // [2u, N]
+  Gemm(true, false, u, n, 2 * u, vo, dzo, T(0), scratch + un);
   const T* memory = new_state ? s_ptr : acts + 5 * un;
-  MatrixMap<T>(dvo, 2 * u, u).noalias() += dzo * ConstMatrixMap<T>(memory, u, n).transpose();
+  Gemm(false, true, 2 * u, u, n, dzo, memory, T(1), dvo);
   ArrayMap<T> dsbar(ds1_ptr, un);  // becomes ds1 below
   dsbar = dq * o1;
   ds = ds_in + dq * o2;
@@ -298,11 +348,9 @@ class ScanForwardOp : public ScanOpBase {
         const T* h_prev = t ? h_all + ((t - 1) * dirs + d) * u * n : nullptr;
         const T* s_prev = t ? s_all + ((t - 1) * dirs + d) * u * n : nullptr;
         LoopInput(dims, x_t, h_prev, s_prev, up_mask, inp.data());
-        MatrixMap<T>(z.data(), dims.peep, n).noalias() =
-            ConstMatrixMap<T>(wt, dims.peep, dims.k) * ConstMatrixMap<T>(inp.data(), dims.k, n);
-        MatrixMap<T>(z.data() + dims.peep * n, dims.gates - dims.peep, n).noalias() =
-            ConstMatrixMap<T>(wb, dims.gates - dims.peep, dims.kb) *
-            ConstMatrixMap<T>(inp.data(), dims.kb, n);
+        Gemm(false, false, dims.peep, n, dims.k, wt, inp.data(), T(0), z.data());
+        Gemm(false, false, dims.gates - dims.peep, n, dims.kb, wb, inp.data(), T(0),
+             z.data() + dims.peep * n);
         if (!in_loop_) {
           ArrayMap<T>(z.data(), dims.gates * n) += ConstArrayMap<T>(x_t, dims.gates * n);
         }
@@ -381,16 +429,11 @@ class ScanBackwardOp : public ScanOpBase {
         const T* s_prev = t ? s_all + ((t - 1) * dirs + d) * un : nullptr;
         const T* x_t = x_all + col * dims.kx * n;
         LoopInput(dims, x_t, h_prev, s_prev, up_mask, inp.data());
-        ConstMatrixMap<T> dz_top(dz.data(), dims.peep, n), dz_bot(dz.data() + dims.peep * n,
-                                                                   g_bot, n);
-        MatrixMap<T> dinp_m(dinp.data(), dims.k, n);
-        dinp_m.noalias() = ConstMatrixMap<T>(wt, dims.peep, dims.k).transpose() * dz_top;
-        dinp_m.topRows(dims.kb).noalias() +=
-            ConstMatrixMap<T>(wb, g_bot, dims.kb).transpose() * dz_bot;
-        MatrixMap<T>(dwt_d, dims.peep, dims.k).noalias() +=
-            dz_top * ConstMatrixMap<T>(inp.data(), dims.k, n).transpose();
-        MatrixMap<T>(dwb_d, g_bot, dims.kb).noalias() +=
-            dz_bot * ConstMatrixMap<T>(inp.data(), dims.kb, n).transpose();
+        const T *dz_top = dz.data(), *dz_bot = dz.data() + dims.peep * n;  // [P, N], [G - P, N]
+        Gemm(true, false, dims.k, n, dims.peep, wt, dz_top, T(0), dinp.data());
+        Gemm(true, false, dims.kb, n, g_bot, wb, dz_bot, T(1), dinp.data());
+        Gemm(false, true, dims.peep, dims.k, n, dz_top, inp.data(), T(1), dwt_d);
+        Gemm(false, true, g_bot, dims.kb, n, dz_bot, inp.data(), T(1), dwb_d);
         T* dx_t = dx_all + col * dims.kx * n;
         if (in_loop_) {
           std::memcpy(dx_t, dinp.data(), sizeof(T) * kx * n);
