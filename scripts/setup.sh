@@ -113,8 +113,8 @@ if [ "$(cat "$stack_stamp" 2>/dev/null)" != "$stack_key" ]; then
       # dependency (pygtrie) comes through setup.cfg, and the module runs fine on numpy 2.0.
       "${pip[@]}" install --no-deps -c "$repo/constraints.txt" pyctcdecode
   } >"$log" 2>&1 || { tail -n 15 "$log" >&2; die "pip install of the pinned stack failed (full log: $log)"; }
-  "$venv/bin/python" -c 'import tensorflow, keras, kenlm, pyctcdecode, wordfreq, albumentations, cv2, matplotlib, lxml, shapely, rapidfuzz' >>"$log" 2>&1 \
-    || die "TensorFlow/Keras/KenLM/pyctcdecode/wordfreq/albumentations/OpenCV/matplotlib/lxml/Shapely/rapidfuzz do not import after install (log: $log)"
+  "$venv/bin/python" -c 'import tensorflow, keras, kenlm, pyctcdecode, wordfreq, albumentations, cv2, matplotlib, lxml, shapely, rapidfuzz, scipy_openblas32' >>"$log" 2>&1 \
+    || die "TensorFlow/Keras/KenLM/pyctcdecode/wordfreq/albumentations/OpenCV/matplotlib/lxml/Shapely/rapidfuzz/OpenBLAS do not import after install (log: $log)"
   echo "$stack_key" >"$stack_stamp"
 else
   say "pinned stack already installed ($tf_requirement)"
