@@ -235,3 +235,24 @@ def test_eigen_build_equals_openblas_build(tmp_path):
         for index, value in enumerate(openblas):
             assert float(tf.reduce_max(tf.abs(value))) > 0.0
             np.testing.assert_allclose(eigen[f"arr_{index}"], value.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_compiled_scan_of_zero_rows_is_empty(capfd):
+    """Columns of N = 0 rows (matrix products with a dimension of 0): empty outputs and zero
+    weight gradients, nothing printed by the BLAS's argument checks."""
+    ops = scan_kernel.scan_ops()
+    units, directions, kx, steps = 3, 2, 4, 5
+    k = kx + 4 * units
+    xin, mask = tf.zeros((steps, directions, kx, 0)), tf.zeros((steps, directions, 1, 0))
+    up = tf.zeros((0,))
+    w_top, w_bot = tf.ones((directions, 2 * units, k)), tf.ones((directions, 3 * units, k - 2 * units))
+    vo = tf.ones((directions, 2 * units, units))
+    h, s, acts = ops.tfnhr_mdlstm_scan_forward(xin, mask, up, w_top, w_bot, vo, cell="leaky_lp", in_loop=True)
+    assert h.shape == (steps, directions, units, 0) and acts.shape == (steps, directions, 7 * units, 0)
+    grads = ops.tfnhr_mdlstm_scan_backward(h, xin, mask, up, w_top, w_bot, vo, h, s, acts,
+                                           cell="leaky_lp", in_loop=True)
+    assert grads[0].shape == xin.shape
+    for grad, weight in zip(grads[1:], (vo, w_top, w_bot)):
+        assert grad.shape == weight.shape and not np.any(grad.numpy())
+    printed = capfd.readouterr()
+    assert "parameter" not in printed.out + printed.err
