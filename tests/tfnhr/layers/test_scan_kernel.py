@@ -177,6 +177,8 @@ def test_gemm_library_follows_environment_then_the_wheel(monkeypatch):
     monkeypatch.setenv(scan_kernel.GEMM_ENV, "mkl")
     with pytest.raises(ValueError, match="^TFNHR_KERNEL_GEMM must be 'openblas' or 'eigen', not 'mkl'$"):
         scan_kernel.gemm_library()
+    with pytest.raises(ValueError, match="come from 'openblas' or 'eigen', not 'mkl'$"):
+        scan_kernel.build(verbose=False, library="mkl")
 
 
 def test_openblas_without_its_wheel_is_one_line_error(monkeypatch, tmp_path):
