@@ -210,15 +210,19 @@ np.savez(sys.argv[1], *[v.numpy() for v in _reference_problem("compiled")])
 
 
 def _reference_problem(kernel):
-    """Outputs and all gradients of a float64 scan (every cell type's largest product shapes are
-    exercised by leaky_lp with 4 directions)."""
-    cell = CELL_TYPES["leaky_lp"]
-    rng = np.random.default_rng(7)
-    x = tf.constant(rng.normal(size=(2, 5, 7, 4)), tf.float64)
-    mask = tf.constant(rng.random((2, 5, 7)) > 0.2, tf.float64)
-    params = _params(rng, cell, 4, 4, 6, tf.float64)
-    probe = tf.constant(rng.normal(size=(2, 5, 7, 24)), tf.float64)
-    return _value_and_gradients(kernel, x, mask, params, cell, True, probe)
+    """Outputs and all gradients of float64 scans of every cell type (each calls its own
+    products), 4 directions, in-loop and precomputed input projections."""
+    results = []
+    for index, cell_name in enumerate(sorted(CELL_TYPES)):
+        cell = CELL_TYPES[cell_name]
+        rng = np.random.default_rng(7 + index)
+        x = tf.constant(rng.normal(size=(2, 5, 7, 4)), tf.float64)
+        mask = tf.constant(rng.random((2, 5, 7)) > 0.2, tf.float64)
+        params = _params(rng, cell, 4, 4, 6, tf.float64)
+        probe = tf.constant(rng.normal(size=(2, 5, 7, 24)), tf.float64)
+        for in_loop in (True, False):
+            results += _value_and_gradients(kernel, x, mask, params, cell, in_loop, probe)
+    return results
 
 
 @pytest.mark.slow
