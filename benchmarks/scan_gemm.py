@@ -98,7 +98,8 @@ def _summary(runs: dict[str, list[dict]], path: tuple[str, str, str]) -> dict:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    core = sorted(os.sched_getaffinity(0))[0]
+    allowed = os.sched_getaffinity(0)
+    core = min(allowed)
     runs: dict[str, list[dict]] = {library: [] for library in LIBRARIES}
     child_args = ["--child", "--repeats", str(args.repeats), "--configs", args.configs,
                   "--presets", args.presets, "--seed", str(args.seed)]
@@ -111,7 +112,7 @@ def measure(args: argparse.Namespace) -> dict:
             try:
                 runs[library].append(_harness.run_child(__file__, child_args, env))
             finally:
-                os.sched_setaffinity(0, _allowed)
+                os.sched_setaffinity(0, allowed)
     report = {"core": core, "rounds": args.rounds, "repeats": args.repeats, "runs": runs,
               "matmul_peak_gflops": {lib: _harness.spread([r["matmul_peak_gflops"] for r in runs[lib]])
                                      for lib in LIBRARIES},
@@ -141,9 +142,6 @@ def _print(report: dict) -> None:
         print(f"  {preset} training step: eigen {ms['eigen']['median']:.0f} ms ({rate['eigen']['median']:.1f} lines/s) | "
               f"openblas {ms['openblas']['median']:.0f} ms ({rate['openblas']['median']:.1f} lines/s) "
               f"| {ms['eigen_over_openblas']:.2f}x")
-
-
-_allowed = os.sched_getaffinity(0)
 
 
 def main(argv=None) -> int:

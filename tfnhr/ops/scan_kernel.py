@@ -116,7 +116,11 @@ def library_path(library: str | None = None) -> Path:
     """The cached library for this source, TensorFlow, compiler and link flags and CPU, with
     ``library``'s matrix products (default :func:`gemm_library`)."""
     library = library or gemm_library()
-    compile_flags, link_flags = _gemm_flags(library)
+    return _library_path(library, *_gemm_flags(library))
+
+
+def _library_path(library: str, compile_flags: list[str], link_flags: list[str]) -> Path:
+    """:func:`library_path` for ``library`` built with these flags of :func:`_gemm_flags`."""
     key = hashlib.sha256()
     for part in (SOURCE.read_bytes(), tf.__version__.encode(), " ".join(
             (*OPTIMIZE_FLAGS, *tf.sysconfig.get_compile_flags(), *compile_flags,
@@ -135,8 +139,8 @@ def build(verbose: bool = True, library: str | None = None) -> Path:
         failed (first error line).
     """
     library = library or gemm_library()
-    target = library_path(library)
     compile_flags, link_flags = _gemm_flags(library)
+    target = _library_path(library, compile_flags, link_flags)
     if target.exists():
         return target
     compiler = _compiler()
