@@ -14,12 +14,12 @@ setup:
 # The main job: train the small-stem recognizer on the embedded synthetic handwriting set (<= 20 min
 # on 2 cores) and print validation/test CER/WER on held-out fonts, greedy and with an LM.
 demo: setup
-	TF_CPU_ALLOCATOR_USE_BFC=true TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m tfnhr.main_job
+	TF_CPU_ALLOCATOR_USE_BFC=true TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m tfnhr.commands.main_job
 
 # The same in about an hour (49 minutes of training), with the larger stem-80 recognizer on more
 # lines of all 204 training fonts.
 demo-full: setup
-	TF_CPU_ALLOCATOR_USE_BFC=true TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m tfnhr.main_job --preset full --out runs/main-full
+	TF_CPU_ALLOCATOR_USE_BFC=true TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m tfnhr.commands.main_job --preset full --out runs/main-full
 
 # A toy MDLSTM digit-string reader trained under Horovod with $(NP) local Gloo workers.
 demo-horovod: setup

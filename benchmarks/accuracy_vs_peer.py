@@ -3,7 +3,7 @@ synthetic line set and the same cores.
 
 What it measures: validation and test CER (greedy decoding) of
 
-* **tfnhr**: ``tfnhr train`` with the main job's training flags (``tfnhr.main_job.worker_flags``
+* **tfnhr**: ``tfnhr train`` with the main job's training flags (``tfnhr.config.options.option_flags``
   of its ``quick`` preset: its ``small-stem`` recognizer without dropout, height 36, 2x2 blocks, 190,000-px
   batches, a validation about every 1,100 training lines, default augmentation, one process on
   every core this process may use) and ``--time-limit MINUTES`` (``--ours-flags`` adds flags),
@@ -11,7 +11,7 @@ What it measures: validation and test CER (greedy decoding) of
   each line read once;
 * **kraken 7.1.1** ``ketos train`` (``--models``, default both): ``default``, its own default
   VGSL line model (input height 120), and ``same-height``, the same spec string with the input height
-  changed to tfnhr's (``tfnhr.choices.MAIN_JOB_HEIGHT``, 36 px); each for the same wall time as tfnhr's whole ``tfnhr train``
+  changed to tfnhr's (``tfnhr.config.choices.MAIN_JOB_HEIGHT``, 36 px); each for the same wall time as tfnhr's whole ``tfnhr train``
   process took (``--kraken-minutes`` overrides), stopped with SIGTERM when that time is up; its
   best checkpoint (highest validation accuracy) is then scored by ``ketos test`` on val and test.
 
@@ -21,11 +21,11 @@ steps x batch size 1 / training lines), the val and the test CER. Both train wit
 this process may use (tfnhr one process with a thread per core, kraken ``ketos --threads N`` with N the allowed
 cores), so pin both with ``taskset`` to compare on fewer cores. The CERs differ slightly in
 definition: tfnhr's is edit distance / reference length after NFC and whitespace collapsing
-(``tfnhr.metrics``), kraken's is its test report's errors / characters on the raw transcriptions;
+(``tfnhr.evaluation.metrics``), kraken's is its test report's errors / characters on the raw transcriptions;
 the synthetic texts have single spaces only, so they agree in practice.
 
 **The data.** ``tfnhr synth --out WORK/data-TRAIN-VAL-TEST-sSEED --train N --val V --test T
---seed S`` (default the sizes of the main job's ``quick`` preset, ``tfnhr.choices.MAIN_JOB_PRESETS``: training fonts for train, held-out fonts for
+--seed S`` (default the sizes of the main job's ``quick`` preset, ``tfnhr.config.choices.MAIN_JOB_PRESETS``: training fonts for train, held-out fonts for
 val and test; reused when its ``synthetic.json`` matches), then exported for kraken's ``path``
 format: ``WORK/data-.../peer/<subset>/<id>.png`` (a copy of the IAM-layout line image, as
 rendered, 37-72 px high; kraken scales to its input height itself) with ``<id>.gt.txt`` (the
@@ -101,7 +101,7 @@ from pathlib import Path
 
 import _harness
 
-from tfnhr.choices import MAIN_JOB_HEIGHT, MAIN_JOB_PRESETS
+from tfnhr.config.choices import MAIN_JOB_HEIGHT, MAIN_JOB_PRESETS
 
 QUICK = MAIN_JOB_PRESETS["quick"]
 """The main job's ``quick`` preset, whose data sizes and time limit are this benchmark's defaults."""
@@ -236,12 +236,13 @@ def train_ours(data: Path, out: Path, minutes: float, seed: int, flags: list[str
     """tfnhr's run: train, then greedy CER on val and test."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    from tfnhr import main_job
+    from tfnhr.commands import main_job
+    from tfnhr.config.options import option_flags
 
     job = main_job.parse_args(["--out", str(out), "--seed", str(seed), "--time-limit", str(minutes)])
     preset = MAIN_JOB_PRESETS[job.preset]
     options = main_job.training_options(job, data, preset["epochs"], minutes, preset["validate_lines"])
-    arguments = ["train", *main_job.worker_flags(options), *flags]
+    arguments = ["train", *option_flags(options), *flags]
     _harness.log(f"tfnhr: training for {minutes} min ...")
     seconds = tfnhr_cli(arguments, out / "train.log")
     summary = json.loads((options.out / "summary.json").read_text())

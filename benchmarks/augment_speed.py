@@ -1,7 +1,7 @@
 """What training-time augmentation costs: lines/s of the augmenter alone at each level, and the
 small recognizer's training throughput with and without the default augmentation, in one run.
 
-What it measures, on ``--lines`` synthetic lines (``tfnhr.data.synthetic.generate``, training
+What it measures, on ``--lines`` synthetic lines (``tfnhr.data.synthetic.handwriting.generate``, training
 fonts, scaled to ``--height`` px keeping the aspect, as ``tfnhr train --height`` loads them):
 
 1. **augmentation alone**: :class:`tfnhr.data.augment.Augmenter` of each level (light, default,
@@ -58,11 +58,11 @@ def spread(values: list[float]) -> dict:
 
 def make_lines(count: int, seed: int, height: int):
     """``count`` synthetic lines as a ``TextImageSet``, images scaled to ``height`` rows."""
-    from tfnhr.data import synthetic
+    from tfnhr.data.synthetic import handwriting
     from tfnhr.data.images import scale_to_height
     from tfnhr.data.samples import TextImageSet
 
-    rendered = synthetic.generate(count, seed)
+    rendered = handwriting.generate(count, seed)
     return TextImageSet(images=[scale_to_height(image, height) for image, _ in rendered],
                         texts=[text for _, text in rendered], ids=[f"synth-{i:05d}" for i in range(count)])
 

@@ -5,11 +5,11 @@ The main job's evaluation reads its 200 validation lines in 24 views (8 widths x
 decodes every view's scores with the beam search and its LM: 4,800 searches, Python code on one
 core. This benchmark scores synthetic validation lines (the held-out validation fonts at the main
 job's 36 px) once with a trained model, then decodes the same view scores with
-:func:`tfnhr.width_ensemble.decode_views` both ways, in interleaved rounds (the pool started in
+:func:`tfnhr.recognition.views.decode_views` both ways, in interleaved rounds (the pool started in
 an untimed first round, whose start-up is reported apart). The texts of both sides must be the
 same. Reported: median seconds and range per side and their ratio.
 
-The LM is the main job's (``tfnhr.main_job.build_lm``, written to a temporary folder) unless
+The LM is the main job's (``tfnhr.commands.main_job.build_lm``, written to a temporary folder) unless
 ``--lm`` names one. A trained model is needed (an untrained one's flat scores make the search
 trivially short): ``make demo`` writes ``runs/main/model/best.keras``.
 
@@ -23,23 +23,23 @@ import time
 from pathlib import Path
 
 import _harness
-from tfnhr.choices import ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MAIN_JOB_BATCH_PIXELS, MAIN_JOB_HEIGHT
-from tfnhr.stack import usable_cores
+from tfnhr.config.choices import ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MAIN_JOB_BATCH_PIXELS, MAIN_JOB_HEIGHT
+from tfnhr.runtime.stack import usable_cores
 
 
 def measure(args) -> dict:
     _harness.set_threads(args.threads)
-    from tfnhr.data import synthetic
+    from tfnhr.data.synthetic import handwriting
     from tfnhr.data.images import scale_to_height
     from tfnhr.decoding import make_decoder
-    from tfnhr.inference import Transcriber
-    from tfnhr.main_job import build_lm
+    from tfnhr.recognition.transcriber import Transcriber
+    from tfnhr.commands.main_job import build_lm
     from tfnhr.models import load_recognizer
-    from tfnhr.width_ensemble import decode_views
+    from tfnhr.recognition.views import decode_views
 
     model = load_recognizer(args.model)
     lines = [scale_to_height(image, MAIN_JOB_HEIGHT)
-             for image, _ in synthetic.generate(args.lines, seed=args.seed, kind="lines", split="val")]
+             for image, _ in handwriting.generate(args.lines, seed=args.seed, kind="lines", split="val")]
     transcriber = Transcriber(model, batch_pixels=MAIN_JOB_BATCH_PIXELS, widths=ENSEMBLE_WIDTHS,
                               shears=ENSEMBLE_SHEARS)
     parts = list(transcriber.view_score_parts(lines))

@@ -85,11 +85,11 @@ def line_batch(count: int, width_limit: int | None):
     """``count`` synthetic lines scaled to :data:`LINE_HEIGHT` (cut to ``width_limit`` columns) and
     their texts, as a ragged image batch and labels, with the charset."""
     from tfnhr.charset import Charset
-    from tfnhr.data import synthetic
+    from tfnhr.data.synthetic import handwriting
     from tfnhr.data.dataset import ragged_batch
     from tfnhr.data.images import scale_to_height
 
-    examples = synthetic.generate(count, seed=0, kind="lines", split="train")
+    examples = handwriting.generate(count, seed=0, kind="lines", split="train")
     images = [scale_to_height(image, LINE_HEIGHT)[:, :width_limit] for image, _ in examples]
     texts = [text[:max(1, image.shape[1] // 16)] for (_, text), image in zip(examples, images)]
     charset = Charset.from_texts(texts)
@@ -102,7 +102,7 @@ def training_step(tf, device: str, preset: str, packing: str, mixed: bool, batch
     import keras
 
     from tfnhr.models import build_recognizer
-    from tfnhr.precision import dtype_policy, mixed_policy_name
+    from tfnhr.models.precision import dtype_policy, mixed_policy_name
 
     images, labels, charset = batch
     with tf.device(device), dtype_policy(mixed_policy_name() if mixed else None):
@@ -120,7 +120,7 @@ def serving_latency(tf, batch, repeats: int) -> dict:
     """Export an (untrained) small recognizer and time its ``recognize`` signature on PNG lines."""
     from PIL import Image
 
-    from tfnhr.export import export_recognizer
+    from tfnhr.serving.export import export_recognizer
     from tfnhr.models import build_recognizer
 
     images, _, charset = batch

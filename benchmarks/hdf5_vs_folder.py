@@ -2,7 +2,7 @@
 batches from each.
 
 The script writes a synthetic set (``tfnhr synth --train N``, via
-:func:`tfnhr.data.synthetic.write_iam_layout`) into a temporary folder, converts it with
+:func:`tfnhr.data.synthetic.iam_writer.write_iam_layout`) into a temporary folder, converts it with
 :func:`tfnhr.data.sources.convert_to_hdf5` uncompressed and with gzip, and times, interleaved over
 ``--rounds`` rounds:
 
@@ -66,11 +66,11 @@ def measure(args: argparse.Namespace) -> dict:
 def measure_in(args: argparse.Namespace, root: Path) -> dict:
     _harness.set_threads(args.threads)
     from tfnhr.charset import Charset
-    from tfnhr.data import synthetic
+    from tfnhr.data.synthetic import iam_writer
     from tfnhr.data.sources import convert_to_hdf5, load_data_subset
 
     folder = root / "synth"
-    written, synth_seconds, _ = _harness.timed(synthetic.write_iam_layout, folder,
+    written, synth_seconds, _ = _harness.timed(iam_writer.write_iam_layout, folder,
                                                {"train": args.train, "val": 0, "test": 0}, seed=args.seed,
                                                progress=False)
     files, convert_seconds = {}, {}

@@ -103,12 +103,12 @@ def launch(workers: int, job_argv: list[str], env: dict, folder: Path, pin_cores
 def nhr_job(root: Path, examples: int, epochs: int) -> tuple[list[str], int, int]:
     """Writes the synthetic lines; returns (train.py options, examples, pixels per epoch)."""
     from tfnhr.charset import Charset
-    from tfnhr.data import synthetic
+    from tfnhr.data.synthetic import iam_writer
     from tfnhr.data.samples import drop_infeasible
     from tfnhr.training import TrainOptions, load_subset
 
     data = root / "lines"
-    synthetic.write_iam_layout(data, {"train": examples, "val": 8, "test": 2}, kind="lines", seed=0,
+    iam_writer.write_iam_layout(data, {"train": examples, "val": 8, "test": 2}, kind="lines", seed=0,
                                progress=False, max_chars=16)
     train_set = load_subset(TrainOptions(data=data, height=24, verbose=0), "train", None)
     kept = drop_infeasible(train_set, Charset.from_texts(train_set.texts), width_reduction=4)  # blocks 2x2, 2x2

@@ -1,6 +1,6 @@
-"""Reading lines with the recognizer: eager model calls (how :class:`tfnhr.inference.Transcriber`
+"""Reading lines with the recognizer: eager model calls (how :class:`tfnhr.recognition.transcriber.Transcriber`
 ran the model before 2026-12-07) against the one traced graph per model it runs now
-(:func:`tfnhr.inference.inference_graph`), in one run.
+(:func:`tfnhr.recognition.transcriber.inference_graph`), in one run.
 
 Both read the same synthetic validation lines (the held-out validation fonts, scaled to the main
 job's 36 px) in the same batches (the main job's 190,000-pixel budget): per round, a
@@ -24,31 +24,31 @@ import time
 import numpy as np
 
 import _harness
-from tfnhr.choices import MAIN_JOB_BATCH_PIXELS, MAIN_JOB_BLOCKS, MAIN_JOB_HEIGHT
+from tfnhr.config.choices import MAIN_JOB_BATCH_PIXELS, MAIN_JOB_BLOCKS, MAIN_JOB_HEIGHT
 
 
 def recognizer(path: str | None):
     """The saved model at ``path``, or the main job's untrained recognizer."""
     from tfnhr.charset import Charset
-    from tfnhr.data import synthetic
+    from tfnhr.data.synthetic import handwriting
     from tfnhr.models import build_recognizer, load_recognizer
 
     if path:
         return load_recognizer(path)
-    charset = Charset.from_texts([synthetic.corpus_text("train")])
+    charset = Charset.from_texts([handwriting.corpus_text("train")])
     return build_recognizer(charset, block=MAIN_JOB_BLOCKS, dropout=0.0, preset="small-stem",
                             input_height=MAIN_JOB_HEIGHT)
 
 
 def measure(args) -> dict:
     _harness.set_threads(args.threads)
-    from tfnhr.data import synthetic
+    from tfnhr.data.synthetic import handwriting
     from tfnhr.data.images import scale_to_height
-    from tfnhr.inference import Transcriber, inference_graph
+    from tfnhr.recognition.transcriber import Transcriber, inference_graph
 
     model = recognizer(args.model)
     lines = [scale_to_height(image, MAIN_JOB_HEIGHT)
-             for image, _ in synthetic.generate(args.lines, seed=args.seed, kind="lines", split="val")]
+             for image, _ in handwriting.generate(args.lines, seed=args.seed, kind="lines", split="val")]
     batches = [images for _, images in
                Transcriber(model, batch_pixels=MAIN_JOB_BATCH_PIXELS).batches(lines)]
     single = batches[0][:1]

@@ -3,9 +3,9 @@ of lower-case tokens backed by English word frequencies; each read once and in t
 24 views, the views' readings weighed by their likelihood alone or with the LM as well.
 
 The two LMs are the main job's before and since 2026-12-06, estimated here from the same
-training text (:func:`tfnhr.data.synthetic.corpus_text`): **as written** (words split on
+training text (:func:`tfnhr.data.synthetic.handwriting.corpus_text`): **as written** (words split on
 whitespace, case and punctuation kept, unigrams interpolated with the uniform distribution) and
-**tokens + background** (the main job's own, :func:`tfnhr.main_job.build_lm`: lower-case tokens,
+**tokens + background** (the main job's own, :func:`tfnhr.commands.main_job.build_lm`: lower-case tokens,
 unigrams interpolated with the 100,000 most frequent English words' frequencies).
 Both decode with the main job's beam search (width 25, ``alpha`` 0.5, ``beta`` 1). The model's
 column scores of every view are computed once and decoded by every decoder, so the rows differ
@@ -13,7 +13,7 @@ in decoding alone. Rows, per subset (``val``, ``test``) of a main job's run fold
 
 * ``once``: each line read once (width 1, no shear);
 * ``24 views, likelihood``: the views' readings weighed by their CTC likelihood under a mixture
-  of the views (:func:`tfnhr.width_ensemble.agreed_readings` without LM scores);
+  of the views (:func:`tfnhr.recognition.views.agreed_readings` without LM scores);
 * ``24 views, with LM``: the same plus the decoder's ``reading_scores`` (what ``tfnhr evaluate``
   and the main job do; zero for greedy decoding and for the LM as written).
 
@@ -38,8 +38,8 @@ BEAM_ROWS = ("once", "24 views, likelihood", "24 views, with LM")
 def decoder_rows(decoder, view_scores, references, charset, once: int) -> dict[str, float]:
     """CER of ``decoder`` on the views' scores: read once (view ``once``), and in all views weighed
     by likelihood alone and with the decoder's reading scores."""
-    from tfnhr.metrics import error_rate
-    from tfnhr.width_ensemble import agreed_readings
+    from tfnhr.evaluation.metrics import error_rate
+    from tfnhr.recognition.views import agreed_readings
 
     view_texts = [decoder.decode_batch(scores) for scores in view_scores]
     by_likelihood, _ = agreed_readings(view_scores, view_texts, charset)
@@ -51,15 +51,15 @@ def decoder_rows(decoder, view_scores, references, charset, once: int) -> dict[s
 
 def measure(args: argparse.Namespace) -> dict:
     _harness.set_threads(args.threads)
-    from tfnhr.choices import ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS
-    from tfnhr.data import synthetic
+    from tfnhr.config.choices import ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS
+    from tfnhr.data.synthetic import handwriting
     from tfnhr.data.sources import load_data_subset
     from tfnhr.decoding import make_decoder
-    from tfnhr.inference import Transcriber
+    from tfnhr.recognition.transcriber import Transcriber
     from tfnhr.lm import build_arpa
-    from tfnhr.main_job import build_lm
+    from tfnhr.commands.main_job import build_lm
     from tfnhr.models import load_recognizer
-    from tfnhr.width_ensemble import View
+    from tfnhr.recognition.views import View
 
     model = load_recognizer(args.run / "model" / "best.keras")
     transcriber = Transcriber(model, widths=ENSEMBLE_WIDTHS, shears=ENSEMBLE_SHEARS)
@@ -67,7 +67,7 @@ def measure(args: argparse.Namespace) -> dict:
     report: dict = {"run": str(args.run), "subsets": {}}
     with tempfile.TemporaryDirectory(prefix="lm_decoding_") as folder:
         written, tokens = Path(folder) / "written.arpa", Path(folder) / "tokens.arpa"
-        written_stats = build_arpa(synthetic.corpus_text("train").splitlines(), order=3, out_path=written)
+        written_stats = build_arpa(handwriting.corpus_text("train").splitlines(), order=3, out_path=written)
         tokens_stats = build_lm(tokens)
         report["lms"] = {"as written": {"vocabulary": written_stats["vocabulary"]},
                          "tokens + background": {"vocabulary": tokens_stats["vocabulary"],

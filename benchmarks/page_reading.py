@@ -6,13 +6,13 @@ rotated by up to 1.5 degrees) into a temporary folder, writes every line it cuts
 PNG file (the IAM-style alternative: lines cut once, stored), and times, interleaved over
 ``--rounds`` rounds, on one thread:
 
-1. **pages, deskew**: :func:`tfnhr.data.pages.load_page_subset` of all pages (parse the XML,
+1. **pages, deskew**: :func:`tfnhr.data.pages.reading.load_page_subset` of all pages (parse the XML,
    decode the page, cut and deskew every line): what ``tfnhr train --data PAGES`` does;
 2. **pages, no deskew**: the same without rotating lines along their baselines;
 3. **line files**: decoding the same lines from their PNG files
    (:func:`tfnhr.data.samples.load_set`): what reading an IAM-layout folder costs.
 
-Then, once: **recognize**: :func:`tfnhr.page_recognition.recognize_pages` with an untrained
+Then, once: **recognize**: :func:`tfnhr.recognition.pages.recognize_pages` with an untrained
 recognizer of the ``--preset`` size (its speed, not its text, matters here), writing every
 file back: what ``tfnhr recognize --pages`` does.
 
@@ -57,12 +57,12 @@ def write_line_files(data, folder: Path):
 def measure_in(args: argparse.Namespace, root: Path) -> dict:
     _harness.set_threads(args.threads)
     from tfnhr.charset import Charset
-    from tfnhr.data.pages import load_page_subset
+    from tfnhr.data.pages.reading import load_page_subset
     from tfnhr.data.samples import load_set
-    from tfnhr.data.synthetic_pages import write_pages
-    from tfnhr.inference import Transcriber
+    from tfnhr.data.synthetic.pages import write_pages
+    from tfnhr.recognition.transcriber import Transcriber
     from tfnhr.models import build_recognizer
-    from tfnhr.page_recognition import page_sources, recognize_pages
+    from tfnhr.recognition.pages import page_sources, recognize_pages
 
     folder = root / "pages"
     written = write_pages(folder, {"train": args.pages}, layout="page", seed=args.seed, progress=False)

@@ -8,7 +8,7 @@ Usage::
 Starts one ``tfnhr serve --port 0`` subprocess per server setting (all at once), then, in
 ``--rounds`` rounds interleaving the settings (so that load from other processes hits every
 setting alike), sends ``--requests`` PNG word images (rendered by
-:func:`tfnhr.data.synthetic.generate`) to ``POST /recognize`` from K client threads for each K
+:func:`tfnhr.data.synthetic.handwriting.generate`) to ``POST /recognize`` from K client threads for each K
 of ``--clients``. Reported per setting and K: requests/s (over all rounds, and per round),
 client-side latency (ms: mean, p50, p90) and images per model call (from ``/health``). The
 settings:
@@ -56,10 +56,10 @@ def word_images(count: int, seed: int) -> tuple[list[bytes], list[str]]:
     """``count`` rendered word images as PNG bytes, and their texts."""
     from PIL import Image
 
-    from tfnhr.data import synthetic
+    from tfnhr.data.synthetic import handwriting
 
     bodies, texts = [], []
-    for gray, text in synthetic.generate(count, seed=seed, kind="words"):
+    for gray, text in handwriting.generate(count, seed=seed, kind="words"):
         buffer = io.BytesIO()
         Image.fromarray(gray).save(buffer, format="PNG")
         bodies.append(buffer.getvalue())

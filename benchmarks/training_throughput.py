@@ -5,7 +5,7 @@ budget, the width-sorting window of :func:`tfnhr.data.batches.similar_width_batc
 planner, ``xla`` by default, ``graph`` or ``numpy`` (the Python planner in ``tf.numpy_function``,
 as before the graph planner), and the MDLSTM scan kernel, ``compiled`` (the C++ ops of
 :mod:`tfnhr.ops.scan_kernel`, the default) or ``ops`` (the ``tf.while_loop`` of TensorFlow ops,
-as before the compiled kernel); default the main job's batch budget (``tfnhr.choices.MAIN_JOB_BATCH_PIXELS``, 190,000 pixels of its 36-px
+as before the compiled kernel); default the main job's batch budget (``tfnhr.config.choices.MAIN_JOB_BATCH_PIXELS``, 190,000 pixels of its 36-px
 lines; 150,000 of 32-px lines before 2026-12-06) with random batches
 (window 1, the default), TensorFlow-ops scan against compiled scan)
 gets its own recognizer (same seed) and its own training dataset
@@ -62,7 +62,7 @@ from pathlib import Path
 import numpy as np
 
 import _harness
-from tfnhr.choices import AUGMENT_LEVELS, MAIN_JOB_BATCH_PIXELS, MAIN_JOB_BLOCKS, MAIN_JOB_HEIGHT
+from tfnhr.config.choices import AUGMENT_LEVELS, MAIN_JOB_BATCH_PIXELS, MAIN_JOB_BLOCKS, MAIN_JOB_HEIGHT
 
 
 def parse_configs(text: str) -> list[tuple[int, int, str, str]]:
@@ -91,11 +91,11 @@ def parse_kernels(text: str) -> list[str]:
 
 def synthetic_lines(count: int, seed: int):
     """``count`` synthetic training lines scaled to :data:`MAIN_JOB_HEIGHT` as a TextImageSet."""
-    from tfnhr.data import synthetic
+    from tfnhr.data.synthetic import handwriting, iam_writer
     from tfnhr.data.images import scale_to_height
     from tfnhr.data.samples import TextImageSet
 
-    examples = synthetic.generate(count, seed=seed, kind="lines", split="train")
+    examples = handwriting.generate(count, seed=seed, kind="lines", split="train")
     return TextImageSet([scale_to_height(image, MAIN_JOB_HEIGHT) for image, _ in examples],
                         [text for _, text in examples], [f"line{i}" for i in range(count)])
 
@@ -372,7 +372,7 @@ def measure_workers(args: argparse.Namespace) -> dict:
     """Whole epochs of ``horovod_jobs.train --task nhr`` per configuration and worker layout."""
     import horovod_scaling
 
-    from tfnhr.data import synthetic
+    from tfnhr.data.synthetic import handwriting, iam_writer
 
     env = _harness.single_threaded_child_env()
     # (workers, threads per worker, apart, Horovod cycle ms or None: the job's, averaging period or None: gradients)
@@ -386,7 +386,7 @@ def measure_workers(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="training_throughput_") as temporary:
         root = Path(temporary)
         data = root / "lines"
-        synthetic.write_iam_layout(data, {"train": args.train_lines, "val": 20, "test": 2}, kind="lines",
+        iam_writer.write_iam_layout(data, {"train": args.train_lines, "val": 20, "test": 2}, kind="lines",
                                    seed=args.seed, progress=False)
         for preset in args.presets.split(","):
             for config in args.configs:

@@ -1,7 +1,7 @@
 """``make demo-horovod``: train a small MDLSTM digit-string reader under Horovod (2 local workers).
 
 Run as ``horovodrun -np 2 -H localhost:2 --gloo python -m horovod_jobs.demo`` (or as one plain
-process). Data: the embedded toy digit strings (:mod:`tfnhr.data.digit_strings`), variable height
+process). Data: the embedded toy digit strings (:mod:`tfnhr.data.synthetic.digit_strings`), variable height
 and width, fed as ragged batches that the MDLSTM layers pack into canvases (no padding).
 
 Model: the recognizer of :mod:`tfnhr.models` with two levels, MDLSTM2D(4, 4 directions) ->
@@ -30,9 +30,9 @@ import tensorflow as tf
 
 from tfnhr.charset import Charset
 from tfnhr.data.dataset import IMAGES_SPEC, LABELS_SPEC, to_ragged_images, to_ragged_labels
-from tfnhr.data.digit_strings import ALPHABET, generate
+from tfnhr.data.synthetic.digit_strings import ALPHABET, generate
 from tfnhr.decoding import greedy_decode_batch
-from tfnhr.metrics import error_rate
+from tfnhr.evaluation.metrics import error_rate
 from tfnhr.models import Recognizer, build_recognizer
 
 

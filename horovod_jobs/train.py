@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tfnhr.choices import SYNC_MODES
-from tfnhr.commands.common import DefaultsHelpFormatter
-from tfnhr.console import quiet_libraries
+from tfnhr.config.choices import SYNC_MODES
+from tfnhr.config.options import DefaultsHelpFormatter
+from tfnhr.runtime.console import quiet_libraries
 
 if TYPE_CHECKING:  # at run time imported late: they load TensorFlow
     import keras
@@ -91,11 +91,11 @@ def build_parser(task: str | None) -> argparse.ArgumentParser:
                           formatter_class=DefaultsHelpFormatter)
     add_distributed_arguments(parser)
     if task == "nhr":
-        from tfnhr.commands.train import add_train_arguments
+        from tfnhr.config.train_options import add_train_arguments
 
         add_train_arguments(parser)
     elif task == "mlcn":
-        from capsnet.commands.train import add_train_arguments
+        from capsnet.arguments import add_train_arguments
 
         add_train_arguments(parser)
         add_model_parallel_arguments(parser)
@@ -167,7 +167,7 @@ def run_nhr(args: argparse.Namespace, workers: Workers, callbacks: Sequence[kera
     """``tfnhr train`` on every worker, ``callbacks`` added to ``fit``'s; returns the summary."""
     from horovod_jobs.distributed import check_same_config, scale_learning_rate
     from horovod_jobs.train_hooks import RecognizerHooks
-    from tfnhr.commands.train import options_from_args
+    from tfnhr.training import options_from_args
     from tfnhr.training import train, use_threads
 
     options = options_from_args(args)
@@ -183,7 +183,7 @@ def run_nhr(args: argparse.Namespace, workers: Workers, callbacks: Sequence[kera
 
 def run_mlcn(args: argparse.Namespace, workers: Workers, callbacks: Sequence[keras.callbacks.Callback] = ()) -> dict:
     """``capsnet train`` on every worker, ``callbacks`` added to ``fit``'s; returns the summary."""
-    from capsnet.commands.train import config_from_args
+    from capsnet.arguments import config_from_args
     from capsnet.training import prepare, train
     from horovod_jobs.distributed import check_same_config, scale_learning_rate
     from horovod_jobs.train_hooks import ClassifierHooks, data_digest

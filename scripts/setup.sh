@@ -149,7 +149,7 @@ else
   "$venv/bin/python" -c 'import horovod.tensorflow' >>"$log" 2>&1 \
     || die "horovod.tensorflow does not import after the build (log: $log)"
   echo "$horovod_key" >"$horovod_stamp"
-  say "built: Horovod $horovod_version with $("$venv/bin/python" -m tfnhr.horovod_build 2>/dev/null)"
+  say "built: Horovod $horovod_version with $("$venv/bin/python" -m tfnhr.runtime.horovod_build 2>/dev/null)"
 fi
 
 # ---- stage 4: the compiled MDLSTM scan (tfnhr.ops.scan_kernel; cached per source and CPU) ------

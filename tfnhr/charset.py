@@ -3,6 +3,8 @@
 Index 0 is the CTC blank; characters are 1..N in the order given. Characters not in the set
 (e.g. in evaluation transcriptions) map to the unknown symbol :data:`UNKNOWN` (class N+1 when the
 set has one, see ``with_unknown``) and are counted, never dropped silently.
+
+May import: nothing of the project.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 * the others live in :mod:`tfnhr.commands` (one module each, listed in ``COMMAND_MODULES``); each
   module has ``register(commands)`` adding its parser with ``set_defaults(run=...)``. Library
   modules (which load TensorFlow) are imported inside the ``run`` functions, so ``--help`` stays
-  fast; the choices come from :mod:`tfnhr.choices`.
+  fast; the choices come from :mod:`tfnhr.config.choices`.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import sys
 from collections.abc import Sequence
 
 from tfnhr.commands.common import CommandParser
-from tfnhr.console import quiet_libraries
+from tfnhr.runtime.console import quiet_libraries
 
 
 def run_info(args: argparse.Namespace) -> int:
     """Print the stack: Python, TensorFlow, Keras, Horovod, cores and GPUs, from package metadata
     and files (fast: nothing heavy is imported); with ``--devices`` also TensorFlow's devices and
-    what Horovod was built with (:func:`tfnhr.horovod_build.check_build`; seconds: they start TensorFlow)."""
+    what Horovod was built with (:func:`tfnhr.runtime.horovod_build.check_build`; seconds: they start TensorFlow)."""
     import tfnhr
-    from tfnhr import horovod_build, stack
+    from tfnhr.runtime import horovod_build, stack
 
     rows = [
         ("tfnhr", tfnhr.__version__),

@@ -7,7 +7,8 @@ import argparse
 import json
 from collections.abc import Mapping, Sequence
 
-from capsnet.commands.common import add_cost_argument, add_lane_arguments, lanes_from_args, place_lanes, report_error
+from capsnet.arguments import add_cost_argument, add_lane_arguments
+from capsnet.commands.common import lanes_from_args, place_lanes, report_error
 from capsnet.devices import parse_devices, prepare_devices
 from capsnet.lanes import Lane
 from capsnet.placement import (STRATEGIES, device_loads, format_placement_table, lane_costs, placement_to_json,

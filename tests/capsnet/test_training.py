@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from capsnet.commands.train import add_train_arguments, config_from_args
+from capsnet.arguments import add_train_arguments, config_from_args
 from capsnet.models import load_model
 from capsnet.training import TrainConfig, prepare, train
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfnhr.data import digit_strings
-from tfnhr.data.hdf5 import TextImageWriter
+from tfnhr.data.synthetic import digit_strings
+from tfnhr.data.formats.hdf5 import TextImageWriter
 
 
 def digit_set(path, seed=0):

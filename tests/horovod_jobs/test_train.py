@@ -340,7 +340,7 @@ def test_bad_options_end_with_a_usage_error(argv, message, capsys):
 
 def test_each_task_takes_its_command_options():
     nhr = parse_args(["--task", "nhr", "--data", "d", "--sync", "average", *TINY_NHR, "--halve-on", "cer"])
-    assert (nhr.units, nhr.block, nhr.halve_on, nhr.sync, nhr.average_every) == ((2, 6, 16), [(2, 2)], "cer",
+    assert (nhr.mdlstm_units, nhr.block, nhr.halve_on, nhr.sync, nhr.average_every) == ((2, 6, 16), [(2, 2)], "cer",
                                                                                 "average", 16)
     mlcn = parse_args(["--task", "mlcn", "--lane-spec", "4x1,2x3", "--devices", "cpu:0,cpu:1", "--scale-lr"])
     assert (mlcn.lane_spec, mlcn.devices, mlcn.scale_lr, mlcn.sync) == ("4x1,2x3", "cpu:0,cpu:1", True, "gradients")

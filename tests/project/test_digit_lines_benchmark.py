@@ -108,7 +108,7 @@ def test_digit_groups_are_separated_by_blank_paper(lines):
 
 
 def test_the_hdf5_file_reads_back_as_written(bench, lines, tmp_path):
-    from tfnhr.data.hdf5 import load_hdf5_set
+    from tfnhr.data.formats.hdf5 import load_hdf5_set
 
     small = {subset: subset_lines[:5] for subset, subset_lines in lines.items()}
     summary = bench.write_set(tmp_path / "lines.h5", small, seed=7)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tfnhr.horovod_build import check_build
+from tfnhr.runtime.horovod_build import check_build
 from tests.helpers.environment import REPO
 
 JSON_REPORT = re.compile(r'\{"rank".*?\}\}')

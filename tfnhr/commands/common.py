@@ -1,5 +1,5 @@
-"""What the ``tfnhr`` sub-commands share: argument types, argument groups (data, decoder) and the
-one error wrapper. Only :mod:`tfnhr.choices` is imported at the top, so ``--help`` needs no
+"""What the ``tfnhr`` sub-commands share: argument types, the decoder's argument group and the
+one error wrapper (the data arguments and the help formatter are in :mod:`tfnhr.config`). Only :mod:`tfnhr.config.choices` is imported at the top, so ``--help`` needs no
 TensorFlow."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tfnhr.choices import DATA_KINDS, DECODERS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS
-from tfnhr.ranges import COUNT, SHEAR, WIDTH_FACTOR, Range, each
+from tfnhr.config.choices import DECODERS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS
+from tfnhr.config.ranges import COUNT, SHEAR, WIDTH_FACTOR, Range, each
 
 USER_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, ValueError)
 """What a command reports as one line with exit status 2 (bad input, not a bug)."""
@@ -23,21 +23,6 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Help that ends an option's line with its default where that says something: not for
-    flags (off unless given), options whose default is ``None`` (their help says what happens
-    without them) or helps that already name their default; sequences as they are typed."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        names_its_default = any(mark in (action.help or "") for mark in ("(default", "default:"))
-        if action.default is None or action.default is False or names_its_default:
-            return action.help
-        if isinstance(action.default, (tuple, list)):  # as it is typed: 1,2 rather than (1, 2)
-            typed = ",".join(f"{value:g}" if isinstance(value, float) else str(value) for value in action.default)
-            return f"{action.help} (default: {typed})"
-        return super()._get_help_string(action)
 
 
 def reports_errors(command: str, errors: tuple[type[Exception], ...] = USER_ERRORS
@@ -58,34 +43,6 @@ def reports_errors(command: str, errors: tuple[type[Exception], ...] = USER_ERRO
         return wrapped
 
     return decorate
-
-
-def size_pair(text: str) -> tuple[int, int]:
-    """``"2x4"`` -> ``(2, 4)`` (block height x width, pixels)."""
-    try:
-        height, width = (int(part) for part in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected HxW such as 2x4, got {text!r}") from None
-    if height < 1 or width < 1:
-        raise argparse.ArgumentTypeError(f"block sizes must be positive, got {text!r}")
-    return height, width
-
-
-def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options that select data in IAM layout, a pages folder or an HDF5 file (train, evaluate, dump)."""
-    parser.add_argument("--data", type=Path, required=True,
-                        help="folder in IAM layout (ascii/, lines/ or words/, split files), a folder of page "
-                             "images with PAGE-XML or ALTO files (read as pages when it has no ascii/), or an "
-                             ".h5/.hdf5 file from tfnhr convert (--kind, --split and --keep-err were "
-                             "fixed when it was converted)")
-    parser.add_argument("--kind", choices=DATA_KINDS, default="lines",
-                        help="IAM line or word images, or text lines cut from pages (PAGE-XML/ALTO)")
-    parser.add_argument("--split", default="official",
-                        help="'official' (IAM: largeWriterIndependentTextLineRecognitionTask/; pages: train/ "
-                             "valid/ test/ subfolders, else seeded:0), 'seeded:SEED' (pages: 80/10/10 by page) "
-                             "or a folder with train/valid/test id lists (line/form ids, or page ids for pages; "
-                             "e.g. the 6161/966/2915 split of Wenniger et al. 2019)")
-    parser.add_argument("--keep-err", action="store_true", help="keep rows whose IAM segmentation is 'err'")
 
 
 def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,21 +72,21 @@ def add_decoding_processes(parser: argparse.ArgumentParser) -> None:
 
 
 def process_count(text: str) -> int:
-    """``--decoding-processes``, ``--processes``: ``"auto"`` (:func:`tfnhr.stack.usable_cores`) or a count >= 1."""
-    from tfnhr.stack import usable_cores
+    """``--decoding-processes``, ``--processes``: ``"auto"`` (:func:`tfnhr.runtime.stack.usable_cores`) or a count >= 1."""
+    from tfnhr.runtime.stack import usable_cores
 
     return usable_cores() if text.strip().lower() == "auto" else COUNT.type(text)
 
 
 def width_factors(text: str) -> tuple[float, ...]:
-    """``--widths``: ``"default"`` (:data:`tfnhr.choices.ENSEMBLE_WIDTHS`) or distinct
-    comma-separated factors in :data:`tfnhr.ranges.WIDTH_FACTOR`."""
+    """``--widths``: ``"default"`` (:data:`tfnhr.config.choices.ENSEMBLE_WIDTHS`) or distinct
+    comma-separated factors in :data:`tfnhr.config.ranges.WIDTH_FACTOR`."""
     return _distinct_factors(text, ENSEMBLE_WIDTHS, WIDTH_FACTOR, "width factors")
 
 
 def shear_factors(text: str) -> tuple[float, ...]:
-    """``--shears``: ``"default"`` (:data:`tfnhr.choices.ENSEMBLE_SHEARS`) or distinct
-    comma-separated shears in :data:`tfnhr.ranges.SHEAR`."""
+    """``--shears``: ``"default"`` (:data:`tfnhr.config.choices.ENSEMBLE_SHEARS`) or distinct
+    comma-separated shears in :data:`tfnhr.config.ranges.SHEAR`."""
     return _distinct_factors(text, ENSEMBLE_SHEARS, SHEAR, "shears")
 
 
@@ -152,7 +109,7 @@ def add_decoder_choice(parser: argparse.ArgumentParser) -> None:
 
 
 def use_device(device: str) -> None:
-    """Make TensorFlow run on ``device`` (:data:`tfnhr.choices.DEVICES`): ``cpu`` hides the GPUs,
+    """Make TensorFlow run on ``device`` (:data:`tfnhr.config.choices.DEVICES`): ``cpu`` hides the GPUs,
     ``gpu`` requires one (``ValueError`` naming what TensorFlow sees), ``auto`` changes nothing.
     Call before the model is built or loaded."""
     if device == "auto":
@@ -178,9 +135,9 @@ def decoder_from_args(name: str | None, args: argparse.Namespace, charset):
 
 
 def transcriber_from_args(model, args: argparse.Namespace):
-    """A :class:`tfnhr.inference.Transcriber` of ``model`` with ``args``' decoder (``--decoder``
+    """A :class:`tfnhr.recognition.transcriber.Transcriber` of ``model`` with ``args``' decoder (``--decoder``
     and the beam/LM arguments), ``--batch-pixels``, ``--widths`` and ``--shears`` (recognize, serve)."""
-    from tfnhr.inference import Transcriber
+    from tfnhr.recognition.transcriber import Transcriber
 
     return Transcriber(model, decoder_from_args(args.decoder, args, model.charset), args.batch_pixels,
                        widths=args.widths, shears=args.shears)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tfnhr.choices import COMPRESSIONS, DATA_KINDS, SOURCES, SUBSETS
-from tfnhr.commands.common import DefaultsHelpFormatter, reports_errors
-from tfnhr.ranges import COUNT
+from tfnhr.config.choices import COMPRESSIONS, DATA_KINDS, SOURCES, SUBSETS
+from tfnhr.commands.common import reports_errors
+from tfnhr.config.options import DefaultsHelpFormatter
+from tfnhr.config.ranges import COUNT
 
 
 def register(commands: argparse._SubParsersAction) -> None:

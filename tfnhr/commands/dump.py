@@ -1,14 +1,16 @@
 """``tfnhr dump``: write the outputs of chosen layers of a trained recognizer for a data subset
-into an HDF5 file (layout in :mod:`tfnhr.activations`)."""
+into an HDF5 file (layout in :mod:`tfnhr.recognition.dumps`)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from tfnhr.choices import DEFAULT_BATCH_PIXELS, SUBSETS
-from tfnhr.commands.common import DefaultsHelpFormatter, add_data_arguments, reports_errors
-from tfnhr.ranges import COUNT
+from tfnhr.config.choices import DEFAULT_BATCH_PIXELS, SUBSETS
+from tfnhr.commands.common import reports_errors
+from tfnhr.config.options import DefaultsHelpFormatter
+from tfnhr.config.train_options import add_data_arguments
+from tfnhr.config.ranges import COUNT
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -33,7 +35,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 @reports_errors("dump")
 def run(args: argparse.Namespace) -> int:
     """Dump and print a summary line; exit status 2 with one line for bad input or layer names."""
-    from tfnhr.activations import dump_activations
+    from tfnhr.recognition.dumps import dump_activations
     from tfnhr.data.sources import load_data_subset
     from tfnhr.models import load_recognizer
 

@@ -7,10 +7,11 @@ import argparse
 import json
 from pathlib import Path
 
-from tfnhr.choices import DECODERS, SUBSETS, example_noun
-from tfnhr.commands.common import (DefaultsHelpFormatter, add_data_arguments, add_decoder_arguments, add_decoding_processes,
-                                  decoder_from_args, reports_errors)
-from tfnhr.ranges import COUNT, NONNEGATIVE_COUNT
+from tfnhr.config.choices import DECODERS, SUBSETS, example_noun
+from tfnhr.commands.common import add_decoder_arguments, add_decoding_processes, decoder_from_args, reports_errors
+from tfnhr.config.options import DefaultsHelpFormatter
+from tfnhr.config.train_options import add_data_arguments
+from tfnhr.config.ranges import COUNT, NONNEGATIVE_COUNT
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -35,7 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Evaluate and print the table; returns the exit status."""
     from tfnhr.data.sources import load_data_subset
-    from tfnhr.evaluation import evaluate_set, format_table
+    from tfnhr.evaluation.tables import evaluate_set, format_table
     from tfnhr.models import load_recognizer
 
     model = load_recognizer(args.model)

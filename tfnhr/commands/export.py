@@ -1,5 +1,5 @@
 """``tfnhr export``: a trained recognizer as a SavedModel that TF Serving, other languages' TensorFlow
-bindings or a plain ``tf.saved_model.load`` run without tfnhr (see :mod:`tfnhr.export`)."""
+bindings or a plain ``tf.saved_model.load`` run without tfnhr (see :mod:`tfnhr.serving.export`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import json
 import time
 from pathlib import Path
 
-from tfnhr.commands.common import DefaultsHelpFormatter, USER_ERRORS, reports_errors
-from tfnhr.ranges import COUNT
+from tfnhr.commands.common import USER_ERRORS, reports_errors
+from tfnhr.config.options import DefaultsHelpFormatter
+from tfnhr.config.ranges import COUNT
 
 EXPORT_DECODERS = ("greedy",)
 """Decoders an export can hold: the best path (beam search and the LM run in Python only)."""
@@ -38,7 +39,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 @reports_errors("export", USER_ERRORS + (FileExistsError,))
 def run(args: argparse.Namespace) -> int:
     """Export and print a JSON summary (the folder written, its signatures, seconds)."""
-    from tfnhr.export import SIGNATURES, export_recognizer, next_version
+    from tfnhr.serving.export import SIGNATURES, export_recognizer, next_version
     from tfnhr.models import load_recognizer
 
     target = args.out / str(args.version or next_version(args.out))

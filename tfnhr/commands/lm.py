@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tfnhr.commands.common import DefaultsHelpFormatter, reports_errors
-from tfnhr.choices import DEFAULT_BACKGROUND_WORDS, LM_BACKGROUND_LANGUAGES
-from tfnhr.ranges import Range
+from tfnhr.commands.common import reports_errors
+from tfnhr.config.options import DefaultsHelpFormatter
+from tfnhr.config.choices import DEFAULT_BACKGROUND_WORDS, LM_BACKGROUND_LANGUAGES
+from tfnhr.config.ranges import Range
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -9,10 +9,10 @@ import json
 import sys
 from pathlib import Path
 
-from tfnhr.choices import DEFAULT_BATCH_PIXELS, DEVICES, RECOGNIZE_FORMATS
-from tfnhr.commands.common import (DefaultsHelpFormatter, add_decoder_choice, add_decoding_processes, reports_errors,
-                                  transcriber_from_args, use_device)
-from tfnhr.ranges import COUNT
+from tfnhr.config.choices import DEFAULT_BATCH_PIXELS, DEVICES, RECOGNIZE_FORMATS
+from tfnhr.commands.common import add_decoder_choice, add_decoding_processes, reports_errors, transcriber_from_args, use_device
+from tfnhr.config.options import DefaultsHelpFormatter
+from tfnhr.config.ranges import COUNT
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -44,7 +44,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def format_results(results: list[dict], fmt: str) -> str:
     """The results (``{"path", "text", "confidence"}``, or ``{"path", "error"}``; a ``warning``
-    may come with an empty text) in ``fmt`` (:data:`tfnhr.choices.RECOGNIZE_FORMATS`). ``text``
+    may come with an empty text) in ``fmt`` (:data:`tfnhr.config.choices.RECOGNIZE_FORMATS`). ``text``
     and ``tsv`` leave out images that could not be read (their errors go to stderr)."""
     if fmt == "json":
         return json.dumps(results, indent=1, ensure_ascii=False) + "\n"
@@ -81,7 +81,7 @@ def _transcriber(args: argparse.Namespace):
 def run_pages(args: argparse.Namespace) -> int:
     """Fill the layout files of ``--pages`` into ``--out``; print a JSON summary. Skipped lines,
     pages and files are counted in warnings."""
-    from tfnhr.page_recognition import page_sources, recognize_pages
+    from tfnhr.recognition.pages import page_sources, recognize_pages
 
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file: with --pages it is the folder for the filled layout files")

@@ -8,14 +8,15 @@ import sys
 import threading
 from pathlib import Path
 
-from tfnhr.choices import DEFAULT_BATCH_PIXELS
-from tfnhr.commands.common import DefaultsHelpFormatter, add_decoder_choice, reports_errors, transcriber_from_args
-from tfnhr.ranges import COUNT, NONNEGATIVE, PORT, POSITIVE
+from tfnhr.config.choices import DEFAULT_BATCH_PIXELS
+from tfnhr.commands.common import add_decoder_choice, reports_errors, transcriber_from_args
+from tfnhr.config.options import DefaultsHelpFormatter
+from tfnhr.config.ranges import COUNT, NONNEGATIVE, PORT, POSITIVE
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``serve`` to the ``tfnhr`` sub-commands."""
-    from tfnhr.service.http import Capacity, Limits
+    from tfnhr.serving.http import Capacity, Limits
 
     parser = commands.add_parser(
         "serve", help="serve POST /recognize and GET /health over HTTP", description=__doc__.splitlines()[0],
@@ -62,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
 
     from tfnhr.data.images import scale_to_height
     from tfnhr.models import load_recognizer
-    from tfnhr.service.batcher import Batcher
-    from tfnhr.service.http import Capacity, Limits, RecognitionServer
+    from tfnhr.serving.batcher import Batcher
+    from tfnhr.serving.http import Capacity, Limits, RecognitionServer
 
     model = load_recognizer(args.model)
     transcriber = transcriber_from_args(model, args)

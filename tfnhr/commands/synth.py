@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from tfnhr.choices import KINDS, PAGE_LAYOUTS, TRAIN_FONT_SETS
-from tfnhr.commands.common import DefaultsHelpFormatter, process_count, reports_errors
-from tfnhr.ranges import COUNT, NONNEGATIVE, NONNEGATIVE_COUNT, POSITIVE
+from tfnhr.config.choices import KINDS, PAGE_LAYOUTS, TRAIN_FONT_SETS
+from tfnhr.commands.common import process_count, reports_errors
+from tfnhr.config.options import DefaultsHelpFormatter
+from tfnhr.config.ranges import COUNT, NONNEGATIVE, NONNEGATIVE_COUNT, POSITIVE
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -36,7 +37,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="range of the font size in px (at 28-38 px, line images are about 37-72 px high)")
     parser.add_argument("--letter-variation", type=NONNEGATIVE.type, default=0.0,
                         help="per-letter random width, height, rotation and baseline shift, as a multiple of "
-                             "tfnhr.data.synthetic.LETTER_VARIATION (1: widths and heights +-8 %% and +-6 %%, "
+                             "tfnhr.data.synthetic.handwriting.LETTER_VARIATION (1: widths and heights +-8 %% and +-6 %%, "
                              "rotations +-3 degrees, shifts +-0.015 em, standard deviations); 0: letters as the "
                              "font draws them")
     parser.add_argument("--min-chars", type=COUNT.type, default=None,
@@ -56,9 +57,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 @reports_errors("synth", errors=(FileExistsError, ValueError))
 def run_synth(args: argparse.Namespace) -> int:
     """Write the set; print its summary as JSON. Exit status 2 on a bad folder or argument."""
-    from tfnhr.data import synthetic, synthetic_pages
+    from tfnhr.data.synthetic import handwriting, iam_writer, pages as synthetic_pages
 
-    style = synthetic.RenderStyle(font_size=tuple(args.font_size), **synthetic.letter_variation(args.letter_variation))
+    style = handwriting.RenderStyle(font_size=tuple(args.font_size), **handwriting.letter_variation(args.letter_variation))
     counts = {"train": args.train, "val": args.val, "test": args.test}
     if args.layout != "iam":
         if (args.kind != "lines" or args.min_chars is not None or args.max_chars is not None
@@ -69,7 +70,7 @@ def run_synth(args: argparse.Namespace) -> int:
                                               progress=not args.quiet)
         print(json.dumps(summary, indent=1))
         return 0
-    summary = synthetic.write_iam_layout(
+    summary = iam_writer.write_iam_layout(
         args.out, counts, kind=args.kind,
         seed=args.seed, style=style, progress=not args.quiet,
         min_chars=args.min_chars, max_chars=args.max_chars, train_fonts=args.train_fonts, processes=args.processes)

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tfnhr.choices import AUGMENT_LEVELS
+from tfnhr.config.choices import AUGMENT_LEVELS
 
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no network look-up at import
 import albumentations  # noqa: E402
@@ -191,7 +191,7 @@ class Augmenter:
 
 
 def make_augmenter(level: str, seed: int, min_widths: Sequence[int] | None = None) -> Augmenter | None:
-    """The :class:`Augmenter` of ``level`` (one of :data:`tfnhr.choices.AUGMENT_LEVELS`) with the
+    """The :class:`Augmenter` of ``level`` (one of :data:`tfnhr.config.choices.AUGMENT_LEVELS`) with the
     examples' ``min_widths``; ``None`` for "none"."""
     if level not in AUGMENT_LEVELS:
         raise ValueError(f"augment must be one of {AUGMENT_LEVELS}, got {level!r}")

@@ -20,7 +20,7 @@ import numpy as np
 
 from tfnhr.charset import Charset
 from tfnhr.data.images import ImageReadError, load_gray, scale_to_height
-from tfnhr.progress import Progress
+from tfnhr.runtime.progress import Progress
 
 
 @dataclasses.dataclass(frozen=True)

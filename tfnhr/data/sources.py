@@ -1,10 +1,10 @@
 """Where text images come from: a folder in IAM layout (IAM itself or ``tfnhr synth``), a folder
-of page images with PAGE-XML/ALTO files (:mod:`tfnhr.data.pages`) or an HDF5 file of
-:mod:`tfnhr.data.hdf5`, and converting a folder into HDF5.
+of page images with PAGE-XML/ALTO files (:mod:`tfnhr.data.pages.reading`) or an HDF5 file of
+:mod:`tfnhr.data.formats.hdf5`, and converting a folder into HDF5.
 
 All load into the same :class:`~tfnhr.data.samples.TextImageSet`; a path ending in ``.h5`` or
 ``.hdf5`` is read as HDF5, a folder as pages with kind ``"pages"`` or when it is a pages folder
-(:func:`~tfnhr.data.pages.is_pages_folder`), anything else as an IAM folder.
+(:func:`~tfnhr.data.pages.reading.is_pages_folder`), anything else as an IAM folder.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tfnhr.choices import SOURCES
-from tfnhr.data import synthetic
-from tfnhr.data.hdf5 import TextImageWriter, load_hdf5_set
-from tfnhr.data.iam import load_samples
-from tfnhr.data.pages import is_pages_folder, load_page_subset, page_examples
+from tfnhr.config.choices import SOURCES
+from tfnhr.data.synthetic import handwriting, iam_writer
+from tfnhr.data.formats.hdf5 import TextImageWriter, load_hdf5_set
+from tfnhr.data.formats.iam import load_samples
+from tfnhr.data.pages.reading import is_pages_folder, load_page_subset, page_examples
 from tfnhr.data.samples import Sample, TextImageSet, load_set, read_images
 
 HDF5_SUFFIXES = (".h5", ".hdf5")
@@ -69,7 +69,7 @@ def folder_examples(folder: str | Path, subset: str, kind: str, split: str, keep
 
 
 def folder_samples(folder: str | Path, subset: str, kind: str, split: str, keep_err: bool) -> list[Sample]:
-    """The samples of ``subset`` of an IAM-layout folder (see :func:`tfnhr.data.iam.load_samples`);
+    """The samples of ``subset`` of an IAM-layout folder (see :func:`tfnhr.data.formats.iam.load_samples`);
     ``ValueError`` if there are none."""
     samples = load_samples(folder, kind=kind, subset=subset, split=split, keep_err=keep_err)
     if not samples:
@@ -85,8 +85,8 @@ def convert_to_hdf5(folder: str | Path, out: str | Path, source: str = "iam",
     in memory at a time (scaled to ``height`` rows if given); unusable samples are skipped as
     :func:`load_data_subset` skips them.
 
-    ``source``: one of :data:`~tfnhr.choices.SOURCES`, recorded with the options as JSON in the file's
-    ``source`` attribute (``synthetic`` requires ``tfnhr synth``'s ``synthetic.json`` in
+    ``source``: one of :data:`~tfnhr.config.choices.SOURCES`, recorded with the options as JSON in the file's
+    ``source`` attribute (``synthetic`` requires ``tfnhr synth``'s ``handwriting.json`` in
     ``folder`` and adds its content; a pages folder is recorded as ``"pages"``). Returns ``{"out", "kind", "subsets": {name: {"examples", "pixels"}},
     "pixels", "bytes", "seconds"}``. The file appears only when complete.
     """
@@ -99,9 +99,9 @@ def convert_to_hdf5(folder: str | Path, out: str | Path, source: str = "iam",
     record = {"from": "pages" if kind == "pages" else source, "folder": str(Path(folder).resolve()),
               "kind": kind, "split": split, "keep_err": keep_err, "height": height}
     if record["from"] == "synthetic":
-        marker = Path(folder, synthetic.MARKER)
+        marker = Path(folder, iam_writer.MARKER)
         if not marker.is_file():
-            raise FileNotFoundError(f"{folder} is not a tfnhr synth folder (no {synthetic.MARKER}); "
+            raise FileNotFoundError(f"{folder} is not a tfnhr synth folder (no {iam_writer.MARKER}); "
                                     "use --from iam for other folders in IAM layout")
         record["synthetic"] = json.loads(marker.read_text())
     Path(out).parent.mkdir(parents=True, exist_ok=True)

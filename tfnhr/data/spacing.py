@@ -9,7 +9,7 @@ spacing (the median of the training lines, which a model trained so keeps as
 :attr:`tfnhr.models.CtcModel.stroke_spacing`, so that reading applies the same).
 
 The estimate uses only integer counts of the gray image (no interpolated quantiles), so that
-:func:`tfnhr.export.spacing_factor_graph` computes the same value in TensorFlow ops:
+:func:`tfnhr.serving.export.spacing_factor_graph` computes the same value in TensorFlow ops:
 
 1. paper level ``P``: the gray value at rank ``floor(0.9 (N - 1))`` of the image's sorted ``N``
    pixels; darkest ``D``: the minimum. An image with ``P - D <`` :data:`MIN_CONTRAST` has no

@@ -17,11 +17,12 @@ import dataclasses
 import numpy as np
 import tensorflow_datasets as tfds
 
-from tfnhr.data import iam, synthetic
+from tfnhr.data.formats import iam
+from tfnhr.data.synthetic import handwriting
 from tfnhr.data.images import load_gray
 
 TFDS_SPLITS = {"train": "train", "validation": "val", "test": "test"}
-"""TFDS split name -> the subset name used by :mod:`tfnhr.data.iam` and the synthetic generator."""
+"""TFDS split name -> the subset name used by :mod:`tfnhr.data.formats.iam` and the synthetic generator."""
 
 
 def _manual_instructions(kind: str) -> str:
@@ -107,11 +108,11 @@ class SyntheticConfig(tfds.core.BuilderConfig):
 
 
 class TfnhrSynthetic(_TextImageBuilder):
-    """Synthetic handwriting-style lines or words rendered by :mod:`tfnhr.data.synthetic`
+    """Synthetic handwriting-style lines or words rendered by :mod:`tfnhr.data.synthetic.handwriting`
     (``tfnhr_synthetic``; configs ``lines`` and ``words``)."""
 
-    DESCRIPTION = "Synthetic handwriting-style text images (tfnhr.data.synthetic)."
-    RELEASE_NOTES = {"1.0.0": "Lines and words from tfnhr.data.synthetic.generate."}
+    DESCRIPTION = "Synthetic handwriting-style text images (tfnhr.data.synthetic.handwriting)."
+    RELEASE_NOTES = {"1.0.0": "Lines and words from tfnhr.data.synthetic.handwriting.generate."}
     BUILDER_CONFIGS = [
         SyntheticConfig(name="lines", description="Text lines.", kind="lines"),
         SyntheticConfig(name="words", description="Single words.", kind="words",
@@ -124,7 +125,7 @@ class TfnhrSynthetic(_TextImageBuilder):
     def _generate_examples(self, name: str):
         config = self.builder_config
         subset = TFDS_SPLITS[name]
-        examples = synthetic.generate(config.sizes[name], seed=config.seed, kind=config.kind,
+        examples = handwriting.generate(config.sizes[name], seed=config.seed, kind=config.kind,
                                       split=subset)
         for index, (gray, text) in enumerate(examples):
             sample_id = f"{subset}-{index:06d}"

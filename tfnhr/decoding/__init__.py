@@ -7,7 +7,9 @@
 
 Every decoder has ``decode(scores)``, ``decode_batch(scores_list)`` and ``reading_scores(texts)``
 (what its LM adds to a text's score; zeros for decoders without one); :func:`make_decoder` builds
-one by its name in :data:`tfnhr.choices.DECODERS`.
+one by its name in :data:`tfnhr.config.choices.DECODERS`.
+
+May import: tfnhr.charset, tfnhr.config, tfnhr.runtime, tfnhr.lm.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from typing import Protocol
 import numpy as np
 
 from tfnhr.charset import Charset
-from tfnhr.choices import DECODERS
+from tfnhr.config.choices import DECODERS
 from tfnhr.decoding.beam import BeamSearchDecoder
 from tfnhr.decoding.greedy import GreedyDecoder, greedy_decode, greedy_decode_batch, log_softmax
 
 
 class Decoder(Protocol):
-    """What :class:`~tfnhr.inference.Transcriber` and :func:`tfnhr.evaluation.evaluate` decode with."""
+    """What :class:`~tfnhr.recognition.transcriber.Transcriber` and :func:`tfnhr.evaluation.tables.evaluate` decode with."""
 
     def decode_batch(self, scores_list: Sequence[np.ndarray]) -> list[str]:
         """One text per ``[T_i, C]`` score array."""
@@ -37,7 +39,7 @@ class Decoder(Protocol):
 
 def make_decoder(name: str, charset: Charset, beam_width: int = 25, lm: str | Path | None = None,
                  alpha: float = 0.5, beta: float = 1.0, closed_vocabulary: bool = False, processes: int = 1) -> Decoder:
-    """The decoder ``name`` (one of :data:`~tfnhr.choices.DECODERS`): ``greedy``, ``beam`` (no LM)
+    """The decoder ``name`` (one of :data:`~tfnhr.config.choices.DECODERS`): ``greedy``, ``beam`` (no LM)
     or ``beam+lm`` (the ARPA file ``lm``, weight ``alpha``, word bonus ``beta``), the beam searches
     of a batch spread over ``processes`` worker processes. ``ValueError`` for an unknown name or
     ``beam+lm`` without ``lm``."""

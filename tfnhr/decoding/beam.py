@@ -132,7 +132,7 @@ class BeamSearchDecoder:
 
     def reading_scores(self, texts: Sequence[str]) -> np.ndarray:
         """What the LM adds to each whole text's score when readings of several views are weighed
-        (float64 ``[N]``, natural log; :mod:`tfnhr.width_ensemble`): with a model of tokens (what
+        (float64 ``[N]``, natural log; :mod:`tfnhr.recognition.views`): with a model of tokens (what
         ``tfnhr lm build`` writes), per word ``alpha · ln p_LM(word | history) + beta`` as the
         search added it, unknown tokens penalised, the sentence end included. Zeros without an LM,
         with a vocabulary alone, and with a model of words as written: its penalty of the many

@@ -1,7 +1,7 @@
 """Decodings spread over worker processes: the beam search is Python (pyctcdecode), one core per
 process, so reading many lines (``tfnhr evaluate``, the main job's 24 views) decodes on every core.
 
-The workers start as :func:`tfnhr.parallel.worker_context` starts them (a ``forkserver``). Each
+The workers start as :func:`tfnhr.runtime.parallel.worker_context` starts them (a ``forkserver``). Each
 builds its own decoder once from the arguments it was made with (its LM loaded in each process)
 and decodes what :meth:`DecodingPool.map` hands out, in order.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tfnhr.parallel import worker_context
+from tfnhr.runtime.parallel import worker_context
 
 _worker_decode: Callable[[np.ndarray], str] | None = None
 """In a worker process: its decoder's ``decode``."""

@@ -2,7 +2,10 @@
 :class:`MDLSTM2D` (skewed multi-directional MDLSTM), :class:`BlockConv2D`,
 :class:`DirectionSharedDense`, :class:`SequenceLSTM` (1-D LSTM along the width) and the small
 ragged-aware :class:`SameConv2D`, :class:`RaggedDropout` and :class:`SumOverHeight`, and :class:`CtcScores`
-(per-column class scores for CTC, the ``ctc`` layer of config networks)."""
+(per-column class scores for CTC, the ``ctc`` layer of config networks).
+
+May import: tfnhr.config, tfnhr.ops.
+"""
 
 from tfnhr.layers.block_conv import BlockConv2D
 from tfnhr.layers.ctc_scores import CtcScores

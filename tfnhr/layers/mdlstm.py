@@ -65,7 +65,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfnhr.choices import CELLS, PACKING_MODES
+from tfnhr.config.choices import CELLS, PACKING_MODES
 from tfnhr.layers.mdlstm_cells import CELL_TYPES
 from tfnhr.layers.mdlstm_scan import MDLSTMParams, mdlstm_dense, mdlstm_dense_memory
 from tfnhr.ops.packing import PLANNERS, image_sizes_tensor, pack_ragged_graph, pad_batch, unpack, unpad_batch

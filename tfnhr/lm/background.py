@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import wordfreq
 
-from tfnhr.choices import DEFAULT_BACKGROUND_WORDS, LM_BACKGROUND_LANGUAGES
+from tfnhr.config.choices import DEFAULT_BACKGROUND_WORDS, LM_BACKGROUND_LANGUAGES
 from tfnhr.lm.tokens import lm_tokens
 
 
 def background_frequencies(language: str = "en", words: int = DEFAULT_BACKGROUND_WORDS) -> dict[str, float]:
     """The ``words`` most frequent words of ``language`` (one of
-    :data:`~tfnhr.choices.LM_BACKGROUND_LANGUAGES`, e.g. ``en``, ``de``, ``fr``) that are single
+    :data:`~tfnhr.config.choices.LM_BACKGROUND_LANGUAGES`, e.g. ``en``, ``de``, ``fr``) that are single
     tokens (:func:`tfnhr.lm.tokens.lm_tokens`), each with its frequency (occurrences per word of
     running text). ``ValueError`` for another language, or ``words`` < 1."""
     if words < 1:

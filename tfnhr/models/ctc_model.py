@@ -21,7 +21,7 @@ import keras
 import tensorflow as tf
 
 from tfnhr.charset import BLANK_INDEX, Charset
-from tfnhr.precision import dtype_policy
+from tfnhr.models.precision import dtype_policy
 
 
 def column_entropy(column_scores: tf.RaggedTensor) -> tf.Tensor:
@@ -32,7 +32,7 @@ def column_entropy(column_scores: tf.RaggedTensor) -> tf.Tensor:
 
     Subtracted, times a weight, from the CTC loss it is the confidence penalty of Pereyra et al.
     (2017) on every output column: it keeps the columns' distributions from collapsing onto one
-    class, so that readings of the same line in several views (:mod:`tfnhr.width_ensemble`) and
+    class, so that readings of the same line in several views (:mod:`tfnhr.recognition.views`) and
     the beam search weigh their alternatives by probabilities that are not all 0 or 1.
     """
     dtype = tf.float64 if column_scores.dtype == tf.float64 else tf.float32
@@ -58,7 +58,7 @@ class CtcModel(keras.Model):
       stroke_spacing: the distance between vertical strokes (a fraction of the height) that
         training brought every line to (:func:`tfnhr.data.spacing.normalize_spacing`), or ``None``
         (widths kept). Like ``input_height`` not applied by ``call``: reading
-        (:class:`tfnhr.inference.Transcriber`, the export) scales each line's width to it.
+        (:class:`tfnhr.recognition.transcriber.Transcriber`, the export) scales each line's width to it.
     """
 
     def __init__(self, charset: Charset | dict, input_height: int | None = None,

@@ -20,7 +20,7 @@ import keras
 import tensorflow as tf
 
 from tfnhr.charset import Charset
-from tfnhr.choices import MODEL_PRESET_SIZES
+from tfnhr.config.choices import MODEL_PRESET_SIZES
 from tfnhr.models.ctc_model import CtcModel
 from tfnhr.layers import BlockConv2D, DirectionSharedDense, MDLSTM2D, SameConv2D
 
@@ -32,7 +32,7 @@ PRESETS: dict[str, dict] = MODEL_PRESET_SIZES
 of Wenniger et al. 2019 (§VII); ``small-wide`` is ``small`` with its first MDLSTM level and first
 block convolution twice as wide (4 units, 12 filters; 199,009 parameters against 196,379 with
 the main job's characters), about 11 % more time per training step. It is what ``tfnhr train``
-trains by default (:data:`tfnhr.choices.DEFAULT_MODEL_PRESET`): at equal training time it read
+trains by default (:data:`tfnhr.config.choices.DEFAULT_MODEL_PRESET`): at equal training time it read
 held-out fonts better than ``small`` (docs/performance.md, "Wider first level"). ``small-stem``
 replaces ``small-wide``'s first MDLSTM level by two 3x3 convolutions (8 and 16 filters); ``stem-80``
 has the same stem and wider levels, (12, 80) units and (16, 32) filters (490,235 parameters

@@ -33,7 +33,7 @@ import keras
 from tfnhr.charset import Charset
 from tfnhr.layers import (BlockConv2D, DirectionSharedDense, MDLSTM2D, RaggedDropout, SameConv2D, SequenceLSTM,
                           SumOverHeight)
-from tfnhr.choices import CELLS, PACKING_MODES
+from tfnhr.config.choices import CELLS, PACKING_MODES
 from tfnhr.layers.ctc_scores import CtcScores
 
 IMAGE, SEQUENCE = "image", "sequence"

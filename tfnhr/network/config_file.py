@@ -13,7 +13,7 @@ Layout::
     }
 
 Only ``network`` is required. :data:`TRAINING_KEYS` lists the training parameters, with what each
-may hold; any other key is an error (a typo must not be ignored). ``optimizer`` is a name
+may hold (each is the ``config`` key of a :class:`~tfnhr.config.train_options.TrainOptions` field); any other key is an error (a typo must not be ignored). ``optimizer`` is a name
 (``adam``, ``sgd``, ``rmsprop``, ``nadam``, ``adagrad``, ``adadelta``) or a mapping with
 ``class`` and that Keras optimizer's arguments (e.g. ``{"class": "sgd", "momentum": 0.9,
 "nesterov": true}``). ``schedule`` is ``halve_on_either|both|cer|wer`` (Wenniger et al. 2019's learning rate
@@ -44,60 +44,15 @@ from typing import Any
 
 import yaml
 
-from tfnhr.choices import AUGMENT_LEVELS, OPTIMIZERS, SCHEDULES, SHIPPED_CONFIGS, shipped_configs
+from tfnhr.config.choices import SHIPPED_CONFIGS, shipped_configs
+from tfnhr.config.options import config_checks
+from tfnhr.config.train_options import TrainOptions
 from tfnhr.network.errors import NetworkConfigError
 from tfnhr.network.plan import plan_network
-from tfnhr.ranges import TRAIN
 
-CONFIG_FIELDS = {"learning_rate": "learning_rate", "optimizer": "optimizer", "gradient_clip": "clipnorm",
-                 "batch_pixels": "batch_pixels", "schedule": "halve_on", "epochs": "epochs", "height": "height",
-                 "seed": "seed", "augment": "augment", "validate_every": "validate_every",
-                 "halve_start": "halve_start", "halve_patience": "halve_patience", "halve_margin": "halve_margin",
-                 "anneal": "anneal",
-                 "sort_window": "sort_window", "ema": "ema", "confidence_penalty": "confidence_penalty",
-                 "normalize_spacing": "normalize_spacing"}
-"""Training keys of a config file -> the :class:`~tfnhr.training.TrainOptions` field they set."""
-
-
-def _ranged(key: str, unit: str) -> tuple[Callable[[Any], bool], str]:
-    """The check of the numeric setting ``key``: the range of the
-    :class:`~tfnhr.training.TrainOptions` field it sets (:data:`CONFIG_FIELDS`;
-    :data:`tfnhr.ranges.TRAIN`, which the command line checks too), integers written as JSON/YAML
-    integers (``2``, not ``2.0``); and what it must be, in words, with ``unit``."""
-    range_ = TRAIN[CONFIG_FIELDS[key]]
-
-    def check(value: Any) -> bool:
-        return range_.holds(value) and (not range_.integer or value is None or isinstance(value, int))
-
-    return check, f"{range_.describe().replace(' or none', ' or null')} ({unit})"
-
-
-def _optimizer(value) -> bool:
-    name = value.get("class") if isinstance(value, dict) else value
-    return isinstance(name, str) and name.lower() in OPTIMIZERS
-
-
-TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "learning_rate": _ranged("learning_rate", "the optimizer's step size"),
-    "optimizer": (_optimizer, f"one of {', '.join(OPTIMIZERS)} or a mapping with such a 'class'"),
-    "gradient_clip": _ranged("gradient_clip", "global gradient norm; null: no clipping"),
-    "batch_pixels": _ranged("batch_pixels", "pixels per batch; null: 12 median examples"),
-    "schedule": (lambda v: v in SCHEDULES, f"one of {', '.join(SCHEDULES)}"),
-    "epochs": _ranged("epochs", "passes over the training set"),
-    "height": _ranged("height", "pixels; null: keep every image's height"),
-    "seed": _ranged("seed", "random seed"),
-    "augment": (lambda v: v in AUGMENT_LEVELS, f"one of {', '.join(AUGMENT_LEVELS)}"),
-    "validate_every": _ranged("validate_every", "updates; null: every epoch"),
-    "halve_start": _ranged("halve_start", "fraction of the first validation's CER; null: from the start"),
-    "halve_patience": _ranged("halve_patience", "validations"),
-    "halve_margin": _ranged("halve_margin", "standard errors"),
-    "anneal": _ranged("anneal", "fraction of the time limit; null: no annealing"),
-    "sort_window": _ranged("sort_window", "batches per width-sorting window; 1: random batches"),
-    "ema": _ranged("ema", "momentum of the weight average; null: the last update's weights"),
-    "confidence_penalty": _ranged("confidence_penalty", "weight of the output columns' entropy"),
-    "normalize_spacing": (lambda v: isinstance(v, bool), "true or false"),
-}
-"""Training parameters a config file may set: key -> (check, what it must be)."""
+TRAINING_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = config_checks(TrainOptions)
+"""Training parameters a config file may set: key -> (check, what it must be), as the
+:class:`~tfnhr.config.train_options.TrainOptions` fields they set declare them."""
 
 
 @dataclasses.dataclass(frozen=True)

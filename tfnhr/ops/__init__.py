@@ -1,4 +1,7 @@
-"""Low-level TensorFlow ops: skewing (:mod:`tfnhr.ops.skew`) and example packing (:mod:`tfnhr.ops.packing`)."""
+"""Low-level TensorFlow ops: skewing (:mod:`tfnhr.ops.skew`) and example packing (:mod:`tfnhr.ops.packing`).
+
+May import: tfnhr.config.
+"""
 
 from tfnhr.ops.packing import (PackingLayout, Placement, pack, pack_ragged_graph, pad_batch, plan_packing,
                                plan_padding, unpack, unpad_batch)

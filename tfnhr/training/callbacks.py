@@ -16,10 +16,10 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from tfnhr.choices import DEFAULT_BATCH_PIXELS, HALVE_ON
+from tfnhr.config.choices import DEFAULT_BATCH_PIXELS, HALVE_ON
 from tfnhr.data.samples import TextImageSet
-from tfnhr.inference import Transcriber
-from tfnhr.metrics import rates_of_counts, summed_error_counts
+from tfnhr.recognition.transcriber import Transcriber
+from tfnhr.evaluation.metrics import rates_of_counts, summed_error_counts
 
 
 class ValidationErrorRates(keras.callbacks.Callback):
@@ -36,7 +36,7 @@ class ValidationErrorRates(keras.callbacks.Callback):
         self.data, self.batch_pixels = data, batch_pixels
 
     def error_counts(self) -> list[float]:
-        """The four error and length totals (:func:`tfnhr.metrics.summed_error_counts`) of the
+        """The four error and length totals (:func:`tfnhr.evaluation.metrics.summed_error_counts`) of the
         model's greedy transcriptions of ``data``; a subclass may combine them over workers."""
         hypotheses = Transcriber(self.model, batch_pixels=self.batch_pixels).transcribe(self.data.images)
         return summed_error_counts(self.data.texts, hypotheses)
@@ -90,7 +90,7 @@ class LearningRateHalving(keras.callbacks.Callback):
       min_learning_rate: stop training once a halving would go below this.
       start_below, patience, margin: see above.
       units: ``(characters, words)`` of the validation set's references
-        (:func:`tfnhr.metrics.reference_sizes`); needed with a margin.
+        (:func:`tfnhr.evaluation.metrics.reference_sizes`); needed with a margin.
 
     Validations are epoch ends (with ``fit(steps_per_epoch=N)``, every N updates). Attributes:
     ``best`` (``{"epoch", "val_cer", "val_wer"}`` of the best validation, or ``None``),

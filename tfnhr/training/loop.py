@@ -37,7 +37,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from tfnhr.choices import example_noun
+from tfnhr.config.choices import example_noun
 from tfnhr.charset import Charset
 from tfnhr.data.augment import make_augmenter
 from tfnhr.data.batches import auto_batch_pixels
@@ -45,18 +45,18 @@ from tfnhr.data.dataset import Augment, make_dataset
 from tfnhr.data.samples import TextImageSet, ctc_min_widths, drop_infeasible
 from tfnhr.data.sources import load_data_subset
 from tfnhr.data.spacing import median_spacing, normalize_spacing
-from tfnhr.metrics import reference_sizes
+from tfnhr.evaluation.metrics import reference_sizes
 from tfnhr.models.config_network import build_config_network
 from tfnhr.models.ctc_model import CtcModel
 from tfnhr.models.recognizer import build_recognizer
 from tfnhr.models.saving import load_recognizer
 from tfnhr.network.errors import NetworkConfigError
-from tfnhr.plots import plot_curves
-from tfnhr.precision import dtype_policy, mixed_policy_name
+from tfnhr.evaluation.plots import plot_curves
+from tfnhr.models.precision import dtype_policy, mixed_policy_name
 from tfnhr.training.averaging import WeightAveraging
 from tfnhr.training.callbacks import (BestCheckpoint, EpochLog, LearningRateHalving, ResumeState,
                                       TimeBudgetAnnealing, TimeLimit, ValidationErrorRates)
-from tfnhr.training.options import TrainOptions
+from tfnhr.config.train_options import TrainOptions
 
 RESUME_FILES = ("last.keras", "state.json")
 RUN_FILES = ("best.keras", *RESUME_FILES, "log.csv", "summary.json", "curves.png", "charset.json", "tensorboard")

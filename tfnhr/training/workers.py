@@ -1,5 +1,5 @@
 """Training on this machine as single-threaded Horovod workers (``tfnhr train --workers N``,
-``python -m tfnhr.main_job --workers N``).
+``python -m tfnhr.commands.main_job --workers N``).
 
 Two single-threaded workers train 1.55x the lines/s of one on 2 cores with the compiled MDLSTM
 scan, about as many as one process on 2 threads, which makes twice the updates for them

@@ -9,8 +9,9 @@ import argparse
 import pytest
 
 from tfnhr.cli import build_parser, leaf_parsers, main
-from tfnhr.commands.common import process_count, shear_factors, size_pair, width_factors
-from tfnhr.ranges import Range
+from tfnhr.commands.common import process_count, shear_factors, width_factors
+from tfnhr.config.train_options import size_pair
+from tfnhr.config.ranges import Range
 
 REQUIRED = {
     "info": [],
@@ -126,7 +127,7 @@ def test_config_files_get_the_same_checks_before_data_is_read(tmp_path, capsys, 
 def _help_parsers() -> list[argparse.ArgumentParser]:
     """Every parser a user asks for --help: the tfnhr sub-commands, the main job, the Horovod job."""
     from horovod_jobs.train import build_parser as horovod_parser
-    from tfnhr.main_job import build_parser as main_job_parser
+    from tfnhr.commands.main_job import build_parser as main_job_parser
 
     return [*leaf_parsers(build_parser()), main_job_parser(), horovod_parser("nhr"), horovod_parser("mlcn")]
 

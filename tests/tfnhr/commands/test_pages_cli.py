@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from tfnhr.cli import main
-from tfnhr.data.page_layout import read_layout
-from tfnhr.data.pages import Skips, find_layout_files
+from tfnhr.data.pages.layout import read_layout
+from tfnhr.data.pages.reading import Skips, find_layout_files
 from tests.helpers.environment import REPO, VENV_BIN
 from tests.helpers.page_fixtures import without_line_text
 from tests.helpers.tiny_models import TINY_MODEL, tiny_recognizer

@@ -13,16 +13,16 @@ import pytest
 from PIL import Image
 
 from tfnhr.charset import Charset
-from tfnhr.choices import ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS
+from tfnhr.config.choices import ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS
 from tfnhr.cli import main
-from tfnhr.data import synthetic
+from tfnhr.data.synthetic import handwriting
 from tfnhr.data.images import load_gray
 from tfnhr.data.samples import TextImageSet
 from tfnhr.data.sources import load_data_subset
 from tfnhr.data.dataset import make_dataset
 from tfnhr.decoding import greedy_decode_batch
-from tfnhr.inference import Transcriber
-from tfnhr.metrics import error_rate
+from tfnhr.recognition.transcriber import Transcriber
+from tfnhr.evaluation.metrics import error_rate
 from tfnhr.models import build_recognizer
 from tests.helpers.environment import VENV_BIN
 from tests.helpers.tiny_models import TINY_MODEL
@@ -34,8 +34,8 @@ def test_ctc_training_memorises_lines():
     three back exactly with greedy decoding."""
     keras.utils.set_random_seed(1)
     texts = ["cab", "bad", "dace"]
-    font = synthetic.font_paths("train")[0]
-    images = [np.asarray(Image.fromarray(synthetic.render(text, font, np.random.default_rng(i)))
+    font = handwriting.font_paths("train")[0]
+    images = [np.asarray(Image.fromarray(handwriting.render(text, font, np.random.default_rng(i)))
                          .resize((16 * len(text), 24))) for i, text in enumerate(texts)]
     data = TextImageSet(images, texts, texts)
     charset = Charset.from_texts(texts)
@@ -58,7 +58,7 @@ def workspace(tmp_path_factory):
     assert main(["train", "--data", str(data), "--out", str(run), "--epochs", "1", "--quiet",
                  "--batch-pixels", "40000", *TINY_MODEL]) == 0
     corpus = root / "corpus.txt"
-    corpus.write_text(synthetic.corpus_text("train")[:20_000])
+    corpus.write_text(handwriting.corpus_text("train")[:20_000])
     assert main(["lm", "build", "--text", str(corpus), "--order", "2", "--out", str(root / "lm.arpa")]) == 0
     return root
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tfnhr.charset import Charset
-from tfnhr.data import synthetic
+from tfnhr.data.synthetic import handwriting
 from tfnhr.data.augment import HOLE_SIDES, LEVELS, Augmenter, _holes_pipeline, make_augmenter
 from tfnhr.data.dataset import make_dataset
 from tfnhr.data.samples import TextImageSet
@@ -34,7 +34,7 @@ def _ink(image: np.ndarray) -> np.ndarray:
 
 
 def _lines(count: int = 3) -> list[np.ndarray]:
-    return [image for image, _ in synthetic.generate(count, seed=5)]
+    return [image for image, _ in handwriting.generate(count, seed=5)]
 
 
 @pytest.mark.parametrize("level", sorted(LEVELS))

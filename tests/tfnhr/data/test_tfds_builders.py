@@ -8,8 +8,9 @@ import pytest
 import tensorflow_datasets as tfds
 
 from tests.helpers.iam_tree import write_iam_tree
-from tfnhr.data import iam, synthetic
-from tfnhr.data.iam import SkippedSamplesWarning
+from tfnhr.data.formats import iam
+from tfnhr.data.synthetic import handwriting
+from tfnhr.data.formats.iam import SkippedSamplesWarning
 from tfnhr.data.tfds_builders import TFDS_SPLITS, SyntheticConfig
 
 
@@ -68,7 +69,7 @@ def test_synthetic_builder_is_deterministic(tmp_path):
     first = load_examples("tfnhr_synthetic", tmp_path / "a", builder_kwargs={"config": config})
     second = load_examples("tfnhr_synthetic", tmp_path / "b", builder_kwargs={"config": config})
     for split, subset in TFDS_SPLITS.items():
-        expected = synthetic.generate(sizes[split], seed=5, kind="lines", split=subset)
+        expected = handwriting.generate(sizes[split], seed=5, kind="lines", split=subset)
         assert len(first[split]) == len(second[split]) == sizes[split]
         for index, (gray, text) in enumerate(expected):
             sample_id = f"{subset}-{index:06d}"

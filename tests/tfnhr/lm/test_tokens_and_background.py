@@ -10,7 +10,7 @@ import kenlm
 import pytest
 import wordfreq
 
-from tfnhr.choices import LM_BACKGROUND_LANGUAGES
+from tfnhr.config.choices import LM_BACKGROUND_LANGUAGES
 from tfnhr.lm import background_frequencies, build_arpa, is_token_vocabulary, lm_tokens, token_sentence
 from tfnhr.lm.kneser_ney import background_distribution
 from tests.tfnhr.lm.test_kneser_ney import arpa_entries, conditional, load, run_cli

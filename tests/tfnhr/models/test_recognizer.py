@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tests.helpers.ragged import ragged_stack
 from tests.helpers.tiny_models import CHARSET, TINY, tiny_recognizer
-from tfnhr.choices import DEFAULT_MODEL_PRESET, MODEL_PRESETS
+from tfnhr.config.choices import DEFAULT_MODEL_PRESET, MODEL_PRESETS
 from tfnhr.cli import main as tfnhr_main
 from tfnhr.models import PRESETS, Recognizer, build_recognizer
 from tfnhr.models.ctc_model import column_entropy

@@ -21,7 +21,7 @@ from tfnhr.layers import SameConv2D, SequenceLSTM
 from tfnhr.models import build_recognizer, load_recognizer
 from tfnhr.models import ConfigNetwork, build_config_network, copy_recognizer_weights
 from tfnhr.network import NetworkConfigError, load_config, plan_network
-from tfnhr.choices import shipped_configs
+from tfnhr.config.choices import shipped_configs
 
 CHARSET = Charset.from_texts(["abc de"])
 

@@ -1,7 +1,7 @@
 """The training callbacks (:mod:`tfnhr.training.callbacks`) on a one-layer Dense model with real
 Adam steps: optimizer-state reset, learning-rate halving and its rules, atomic saving, the best
 checkpoint, resume state, the time limit; and the validation error rates on a tiny recognizer
-against greedy transcriptions (and :class:`tfnhr.inference.Transcriber`'s scores)."""
+against greedy transcriptions (and :class:`tfnhr.recognition.transcriber.Transcriber`'s scores)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from tests.helpers.ragged import ragged_stack
 from tests.helpers.tiny_models import tiny_recognizer
 from tfnhr.data.samples import TextImageSet
 from tfnhr.decoding import greedy_decode_batch
-from tfnhr.inference import Transcriber
-from tfnhr.metrics import error_rate
+from tfnhr.recognition.transcriber import Transcriber
+from tfnhr.evaluation.metrics import error_rate
 from tfnhr.training.callbacks import (BestCheckpoint, LearningRateHalving, ResumeState, TimeBudgetAnnealing,
                                       TimeLimit, ValidationErrorRates, reset_optimizer_state, save_atomically)
 

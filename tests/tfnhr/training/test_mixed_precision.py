@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from tests.helpers.digit_sets import digit_set
-from tfnhr.inference import Transcriber
+from tfnhr.recognition.transcriber import Transcriber
 from tfnhr.layers import MDLSTM2D
 from tfnhr.models import load_recognizer
 from tfnhr.training import TrainOptions, train
-from tfnhr.precision import dtype_policy, mixed_policy_name
+from tfnhr.models.precision import dtype_policy, mixed_policy_name
 
 
 def test_policy_applies_inside_and_is_restored():
@@ -58,7 +58,7 @@ def test_mixed_precision_trains_saves_and_loads(tmp_path):
 
 def test_train_flag_sets_the_option():
     from tfnhr.cli import build_parser
-    from tfnhr.commands.train import options_from_args
+    from tfnhr.training import options_from_args
 
     parser = build_parser()
     assert options_from_args(parser.parse_args(["train", "--data", "d", "--mixed-precision"])).mixed_precision

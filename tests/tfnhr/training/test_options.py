@@ -3,14 +3,13 @@ the one resolution that ``tfnhr train`` and ``train.py --task nhr`` share."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
-from tfnhr.commands.train import FLAG_FIELDS, HELP_DEFAULTS, options_from_args, register
+from tfnhr.commands.train import register
 from tfnhr.network import load_config
-from tfnhr.training import TrainOptions, resolve_options
+from tfnhr.training import TrainOptions, options_from_args, resolve_options
 
 RUN = {"data": Path("data"), "out": Path("runs/x")}
 
@@ -36,13 +35,6 @@ def test_model_fields_and_a_config_exclude_each_other(tmp_path):
         resolve_options(RUN, config, {"mdlstm_units": (2, 4, 8)})
     with pytest.raises(ValueError, match="--units cannot be combined"):
         resolve_options(RUN, config, {"mdlstm_units": (2, 4, 8)}, names={"mdlstm_units": "--units"})
-
-
-def test_command_line_help_defaults_are_the_options_defaults():
-    """``tfnhr train --help`` shows defaults without importing TensorFlow; they must be the real ones."""
-    defaults = TrainOptions(data=Path("."))
-    assert {name: getattr(defaults, name) for name in HELP_DEFAULTS} == HELP_DEFAULTS
-    assert set(FLAG_FIELDS.values()) <= {field.name for field in dataclasses.fields(TrainOptions)}
 
 
 def test_flags_override_a_shipped_config():

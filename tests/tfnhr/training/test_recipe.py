@@ -15,9 +15,9 @@ import tensorflow as tf
 
 from tests.helpers.digit_sets import digit_set
 from tfnhr.charset import Charset
-from tfnhr.data import digit_strings
+from tfnhr.data.synthetic import digit_strings
 from tfnhr.data.dataset import batched_dataset
-from tfnhr.data.hdf5 import TextImageWriter
+from tfnhr.data.formats.hdf5 import TextImageWriter
 from tfnhr.data.samples import TextImageSet
 from tfnhr.data.sources import load_data_subset
 from tfnhr.data.spacing import median_spacing
