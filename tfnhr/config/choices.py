@@ -49,20 +49,22 @@ recognizer size (:data:`MODEL_PRESET_SIZES`), the training fonts (:data:`TRAIN_F
 fraction of the time limit from which the learning rate is annealed (``anneal``,
 :class:`~tfnhr.training.callbacks.TimeBudgetAnnealing`) of the main job's two presets (:mod:`tfnhr.commands.main_job`, ``--preset``); the peer benchmark
 (``benchmarks/accuracy_vs_peer.py``) takes its defaults from ``quick``. ``quick`` trains 15
-minutes since 2026-12-07 (14 before: the evaluation's beam searches and the rendering now run on
-every core, and the time they save trains). In 14 minutes of ``quick`` an earlier choice of the more hands read the validation fonts level and the test fonts
-1.5-2.1 points worse than the core ones (docs/performance.md, "Training fonts"); in the hour of
-``full`` ``stem-80`` on all hands read the validation fonts 0.9-1.2 points and the test fonts
-0.3-0.9 points better than ``small-stem`` on the core ones (one sample each; docs/performance.md,
-"The full preset's recognizer and fonts"; there 60 minutes of training, 49 since, so that
-``make demo-full`` fits in an hour in all with its evaluation in 24 views)."""
+minutes: with the evaluation's beam searches and the rendering on every core, ``make demo`` then
+stays within its 20 minutes (docs/results.md#main-job-make-demo). At ``quick``'s
+budget a larger set of hands read the validation fonts level and the test fonts 1.5-2.1 points
+worse than the core ones (docs/lab/fonts-and-data.md#107-more-google-fonts-families-2026-12-05-not-kept);
+at ``full``'s budget ``stem-80`` on all hands read the validation fonts 0.9-1.2 points and the
+test fonts 0.3-0.9 points better than ``small-stem`` on the core ones (one sample each, 60 training
+minutes; docs/lab/main-job-full.md#the-full-presets-recognizer-and-fonts-2026-12-06). ``full``
+trains 49 minutes so that ``make demo-full`` fits in an hour in all with its evaluation in 24 views
+(docs/results.md#full-main-job-make-demo-full)."""
 
 MAIN_JOB_HEIGHT = 36
 """The main job's line height (px; both presets): its lines are scaled to it. Characters are then
-~10 px wide, ~2.6 output columns each after the two 2x2 block convolutions. In the 14 minutes
-36 px read the held-out fonts better than 28, 32 and 44 px and as well as 40 px (one thread, two
-seeds), and better than 32 px on both cores on three seeds, though each round takes 1.33x as long (docs/performance.md,
-"Line height")."""
+~10 px wide, ~2.6 output columns each after the two 2x2 block convolutions. In 14 training
+minutes 36 px read the held-out fonts better than 28, 32 and 44 px and as well as 40 px (one thread,
+two seeds), and better than 32 px on both cores on three seeds, though each round takes 1.33x as
+long (docs/lab/fonts-and-data.md#line-height-2026-12-06)."""
 
 MAIN_JOB_BLOCKS = ((2, 2), (2, 2))
 """The kernel = stride (height, width) of the main job's two block convolutions."""
@@ -167,5 +169,5 @@ lowered or kept every CER and gained the most points in all (narrower factors su
 wider ones the main job's narrow validation hand)."""
 ENSEMBLE_SHEARS = (-0.2, 0.0, 0.2)
 """Shears (px per px of height) that ``--shears default`` reads a line at, each at every width
-(:mod:`tfnhr.recognition.views`): of the sets tried on validation lines with the 8 default widths
-(±0.1, ±0.2, both), the one with the largest summed gain (docs/performance.md)."""
+(:mod:`tfnhr.recognition.views`): of the sets measured on validation lines with the 8 default
+widths (±0.1, ±0.2, both), the one with the largest summed gain (docs/lab/width-ensemble.md)."""
