@@ -22,13 +22,13 @@ Steps, all under ``--out`` (default ``runs/main``):
 Training runs in this process on every core (the compiled MDLSTM scan runs its four directions
 on TensorFlow's intra-op threads). ``--workers N`` trains N single-threaded Horovod workers
 instead, which average their gradients every step: on 2 cores they train about as many lines per
-second, but in half the updates, and reached a worse CER in the same 14 minutes
-(docs/performance.md, "Main job").
+second, but in half the updates, and reached a worse CER in 14 training minutes
+(docs/lab/main-job.md).
 
 ``--preset quick`` (default) fits in 20 minutes on 2 cores and trains ``small-stem`` on the core
 training fonts; ``--preset full`` fits in an hour, training the larger ``stem-80`` 49 minutes on
-more lines of all bundled training fonts for lower error rates (:data:`tfnhr.config.choices.MAIN_JOB_PRESETS`; docs/performance.md,
-"Main job", has the measured ones).
+more lines of all bundled training fonts for lower error rates (:data:`tfnhr.config.choices.MAIN_JOB_PRESETS`;
+the measured ones: docs/results.md#main-job-make-demo, docs/results.md#full-main-job-make-demo-full).
 """
 
 from __future__ import annotations
@@ -70,19 +70,19 @@ SAMPLE_LINES = 8
 
 DROPOUT = 0.0
 """Dropout on the MDLSTM outputs in the main job (``tfnhr train``'s default is 0.25). Without
-dropout the 14-minute run (then with 20 training fonts) read the held-out fonts 2.5-2.8 points
-better (docs/performance.md, "Training fonts"); on real handwritten digits dropout helps, so
+dropout a 14-minute run with 20 training fonts read the held-out fonts 2.5-2.8 points better
+(docs/lab/fonts-and-data.md#training-fonts); on real handwritten digits dropout helps, so
 ``tfnhr train`` keeps it."""
 
 CONFIDENCE_PENALTY = 0.0
 """Weight of the output columns' entropy subtracted from the CTC loss in the main job (``tfnhr
 train``'s default is 0.1, which read unseen handwritten digits better): on the main job's held-out
-fonts 0.1 read 0.8 points worse in 24 views in a ``make demo`` run (docs/performance.md,
-"Confidence penalty")."""
+fonts 0.1 read 0.8 points worse in 24 views in a ``make demo`` run
+(docs/lab/training-recipe.md#confidence-penalty-2026-12-06)."""
 
 
 def _preset_values(key: str) -> str:
-    """``"full 60, quick 14"``: what each preset sets ``key`` to."""
+    """``"full 49, quick 15"``: what each preset sets ``key`` to."""
     values = {name: preset[key] for name, preset in MAIN_JOB_PRESETS.items()}
     return ", ".join(f"{name} {value if isinstance(value, str) else f'{value:g}'}"
                      for name, value in sorted(values.items()))
@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                              f"about {MAIN_JOB_PIXELS_PER_LINE:,} each)")
     parser.add_argument("--normalize-spacing", action="store_true",
                         help="scale each line's width to the training lines' median stroke spacing (not a gain "
-                             "at this budget: docs/performance.md)")
+                             "at this budget: docs/lab/fonts-and-data.md)")
     parser.add_argument("--workers", type=int, default=1,
                         help="training processes: 1 trains in this process on every core, more start "
                              "that many single-threaded Horovod workers")

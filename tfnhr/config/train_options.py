@@ -126,7 +126,7 @@ class TrainOptions:
         config="anneal", config_unit="fraction of the time limit; null: no annealing")
     sort_window: int = option(
         1, "batch lines of similar widths, sorted within windows of this many batches: less padding and faster "
-        "steps, but the main job learned worse with 8 (docs/results.md); 1: random batches", range=COUNT,
+        "steps, but the main job learned worse with 8 (docs/lab/main-job.md); 1: random batches", range=COUNT,
         metavar="BATCHES", given_only=True, config="sort_window",
         config_unit="batches per width-sorting window; 1: random batches")
     ema: float | None = option(

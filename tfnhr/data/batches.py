@@ -60,9 +60,8 @@ def auto_batch_pixels(pixels: Sequence[int], examples: int = AUTO_BATCH_EXAMPLES
     median size, and never less than two of the largest (what :func:`steps_per_epoch` needs).
 
     Why a count of examples rather than a fixed budget: more updates of fewer lines learned faster
-    at a time limit than fewer of more lines at the same lines per second (docs/performance.md,
-    "Main job" and "Handwritten digit lines"), and a fixed budget is many short lines or a few long
-    ones."""
+    at a time limit than fewer of more lines at the same lines per second (docs/lab/digit-lines.md,
+    docs/lab/main-job.md), and a fixed budget is many short lines or a few long ones."""
     if len(pixels) == 0 or examples < 1:
         raise ValueError(f"need examples and a positive count, got {len(pixels)} examples and {examples}")
     return int(max(examples * np.median(pixels), 2 * np.max(pixels)))
@@ -186,9 +185,10 @@ def similar_width_batches(pixels: Sequence[int], widths: Sequence[int], order: S
     order, n_batches)`` (no sorting, no shuffle).
 
     Why: a packed batch is as wide as its widest line, so a batch of random lines scans
-    ``widest / mean`` times the columns it needs. On the main job's lines (32 px high, 176-600 px
-    wide) the skewed scan computes 1.36 cells per valid pixel with random batches of 11 lines,
-    1.15 with ``window=8`` and 1.09 with the whole epoch sorted (docs/performance.md).
+    ``widest / mean`` times the columns it needs. On synthetic lines 32 px high and 176-600 px
+    wide the skewed scan computes 1.36 cells per valid pixel with random batches of 11 lines,
+    1.15 with ``window=8`` and 1.09 with the whole epoch sorted
+    (docs/lab/throughput.md#batching-threads-and-workers-2026-12-02-tensorflow-ops-scan).
 
     Args:
       pixels, widths: pixel count and width of each example, indexed by the values in ``order``.

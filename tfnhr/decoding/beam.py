@@ -137,8 +137,7 @@ class BeamSearchDecoder:
         search added it, unknown tokens penalised, the sentence end included. Zeros without an LM,
         with a vocabulary alone, and with a model of words as written: its penalty of the many
         words it lacks made the views' choice worse (the full preset's model, beam + LM in 24
-        views: validation 8.06 -> 8.44 %, test 1.14 -> 1.95 %; docs/performance.md, "Language
-        model")."""
+        views: validation 8.06 -> 8.44 %, test 1.14 -> 1.95 %; docs/lab/language-model.md)."""
         if not isinstance(self._language_model, _KenlmTokenModel):
             return np.zeros(len(texts))
         return np.array([_text_score(self._language_model, text) for text in texts], np.float64)

@@ -4,7 +4,7 @@ pooled over Wikipedia, subtitles, news, books, web text and more), as the backgr
 
 A model estimated on a few hundred kilobytes of text knows few of the words a reader meets: 13 %
 of the main job's validation tokens are unknown to its training text; with the 100,000 most
-frequent English words as background, 2 % are (docs/performance.md, "Language model"). The
+frequent English words as background, 2 % are (docs/lab/language-model.md). The
 words come as :mod:`tfnhr.lm.tokens` makes them (lower case, apostrophes inside words).
 wordfreq's word lists are CC BY-SA 4.0 (its data's sources and licences: its README).
 """

@@ -5,8 +5,8 @@ mark (``.``, ``,``, ``"``, ``(``, ...) a token of its own.
 A recognizer writes ``"Eager"`` at a sentence start and ``"tap."`` at its end; a model over
 whitespace-separated words would know neither if its text had only ``"eager"`` and ``"tap"``
 elsewhere. Over these tokens the three are one word and a full stop: on the main job's
-validation text the words unknown to its training text fall from 20 to 13 % (docs/performance.md,
-"Language model"). Case and punctuation are then the recognizer's alone to decide.
+validation text the words unknown to its training text fall from 20 to 13 %
+(docs/lab/language-model.md). Case and punctuation are then the recognizer's alone to decide.
 """
 
 from __future__ import annotations

@@ -149,8 +149,9 @@ def plan_packing_graph(heights: tf.Tensor, widths: tf.Tensor, max_width: int | N
       jit: run the planner as one XLA computation, the batch padded to the next power of two
         (at least 8) so that few sizes are compiled (about 1-2 s each, once per process). The
         loops then cost about a tenth (a 256-example batch: 3.9 ms instead of 34 ms, one
-        thread; docs/performance.md). ``False`` keeps plain TensorFlow ops, which every
-        SavedModel consumer runs (TF Serving refuses XLA on CPU unless told otherwise).
+        thread; planner timings: docs/results.md#packing-planner). ``False`` keeps plain
+        TensorFlow ops, which every SavedModel consumer runs (TF Serving refuses XLA on CPU unless
+        told otherwise).
     Returns:
       The :class:`GraphPlacements`; they equal ``plan_packing``'s placements field by field.
     """

@@ -284,7 +284,7 @@ def plan_packing(
         ``height_step`` instead of by their exact height. ``1`` (default): Wenniger et al. 2019's
         exact-height buckets. Why: word images have many distinct heights (a 48-word batch
         ~17), so exact-height buckets leave most rows and canvases half empty; coarser buckets
-        give fewer, fuller rows (docs/performance.md: a waste factor of ~2.7 -> ~1.6 at 200
+        give fewer, fuller rows (docs/lab/packing.md: a waste factor of ~2.7 -> ~1.6 at 200
         words with 8). Cost: a row is as tall as its tallest member, so every shorter example
         of the row leaves invalid (mask ``False``) cells below it that the scan still computes.
         Exactness is unaffected: the MDLSTM zeroes its states on invalid cells, every

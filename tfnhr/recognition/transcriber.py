@@ -42,7 +42,7 @@ def inference_graph(model: CtcModel) -> Callable[[tf.RaggedTensor], tf.RaggedTen
     (about 2 s for the main job's recognizer) and kept for the model's lifetime, so that every
     :class:`Transcriber` of the same model (a validation round's, the width ensemble's views) runs
     the same graph: 2.1x faster than eager calls on the main job's 200 validation lines, 5x on a
-    single line (docs/performance.md, "Inference in one graph"). The graph reads the model's
+    single line (docs/results.md#reading-lines). The graph reads the model's
     variables, so weights assigned later (the weight average, restored best weights) are used."""
     graph = _GRAPHS.get(model)
     if graph is None:

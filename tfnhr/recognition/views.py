@@ -14,7 +14,7 @@ the decoder's language model adds to the text (``reading_scores`` of :mod:`tfnhr
 for greedy decoding and an LM of words as written): the views' readings are weighed as the beam search weighed each view's.
 The cost is one model call per view; the decoders and the model are unchanged.
 
-Measured (docs/performance.md, "Width ensemble"; the default widths 0.7, 0.8, ..., 1.4 and shears
+Measured (docs/lab/width-ensemble.md; the default widths 0.7, 0.8, ..., 1.4 and shears
 -0.2, 0, 0.2 were chosen on validation sets): the greedy CER of the same trained model went from
 34.1 to 30.5 % (the main job's validation fonts) and from 9.9 to 7.5 % (its test fonts) at the 8
 widths, and on lines of real handwritten digits from 4.27 / 4.03 / 4.27 % to 3.27 / 3.32 / 3.46 %
@@ -24,7 +24,8 @@ greedy CER on the main job's validation fonts from 17.13 to 15.50 % (1.6-1.7 poi
 three models), level on its test fonts and on the digit lines. Weighing the readings with an LM
 of tokens backed by word frequencies (:mod:`tfnhr.lm`) took beam + LM in 24 views on the full
 preset's model from 8.06 % (the LM as written, views by likelihood) to 5.41 % there; weighing
-with the LM as written made it worse (8.44 %), so such an LM's ``reading_scores`` are zero.
+with the LM as written made it worse (8.44 %), so such an LM's ``reading_scores`` are zero
+(docs/lab/language-model.md).
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def _forward_log_likelihoods(scores_list: Sequence[np.ndarray], labels: Sequence
     ascending. Written for this module rather than calling ``tf.nn.ctc_loss``, which also computes
     every class's gradient and takes each text's scores anew: agreeing on the greedy readings of
     200 lines in 24 views took 50.1 s with it and 8.0 s with this (one thread, the same texts and
-    views chosen; docs/performance.md, "Width ensemble")."""
+    views chosen; docs/lab/width-ensemble.md)."""
     count, classes = len(labels), scores_list[0].shape[1]
     columns = np.array([len(scores) for scores in scores_list])
     sizes = np.array([2 * len(label) + 1 for label in labels])  # blank, label, blank, ..., blank

@@ -92,10 +92,12 @@ MORE_TRAIN_FONTS: list[str] = [
     "playwrite-au-qld.woff",
 ]
 """Training fonts of the ``all`` set beyond ``FONT_SPLITS["train"]``: Google Fonts handwriting
-families as Fontsource packages them, those tried that draw all of :data:`CHARS` with lower case
-unlike its capitals and passed a look (``data/fonts/README.md``). In 14 minutes of training an
-earlier choice of them cost the print-like test hands; in an hour with ``stem-80`` these read all
-held-out hands better (docs/performance.md, "Training fonts" and "Main job")."""
+families as Fontsource packages them, those that draw all of :data:`CHARS` with lower case
+unlike its capitals and passed a look (``tfnhr/data/synthetic/fonts/README.md``). In 14 minutes of
+training such a set of hands cost the print-like test hands
+(docs/lab/fonts-and-data.md#107-more-google-fonts-families-2026-12-05-not-kept); in an hour with
+``stem-80`` these read all held-out hands better
+(docs/lab/main-job-full.md#the-full-presets-recognizer-and-fonts-2026-12-06)."""
 
 STROKE_LIMIT = {"Kristi.ttf": 0.25}
 """Most pen width (px, see :attr:`RenderStyle.stroke_width`) added to fonts whose letters are so
@@ -335,7 +337,8 @@ def _letter_draws(count: int, style: RenderStyle, size: float,
                   rng: np.random.Generator) -> list[tuple[float, float, float, float]]:
     """Per letter of a word: ``(width factor, height factor, rotation in degrees, vertical shift
     in px)`` drawn from ``style``'s per-letter jitters (:data:`GLYPH_JITTERS`). Nothing is drawn
-    from ``rng`` when every jitter is 0, so such a style renders as before they existed."""
+    from ``rng`` when every jitter is 0, so the jitters leave such a style's random stream, and
+    its lines, unchanged."""
     if not any(getattr(style, name) for name in GLYPH_JITTERS):
         return [(1.0, 1.0, 0.0, 0.0)] * count
     normal = rng.standard_normal((count, 4))

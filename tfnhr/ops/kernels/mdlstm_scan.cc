@@ -19,7 +19,7 @@
 // Matrix products: OpenBLAS (the scipy-openblas32 wheel's, one thread per call) unless built
 // with -DTFNHR_EIGEN_GEMM, then Eigen's.  On the per-column shapes of the scan (a few hundred
 // gate rows times 64-512 rows of N) OpenBLAS runs 1.2-3.8x faster than Eigen; see
-// docs/performance.md, "Matrix products through OpenBLAS".
+// docs/lab/throughput.md (the products alone) and docs/results.md#mdlstm-layer-speed (whole layers).
 
 #include <algorithm>
 #include <cstring>
