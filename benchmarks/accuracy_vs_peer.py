@@ -35,7 +35,7 @@ transcription, no newline) beside it, and a manifest ``peer/<subset>.txt`` of th
 (``--peer-venv``), made on the first run and reused: ``pip install kraken==7.1.1``. That pulls
 torch 2.14.0 and torchvision 0.29.1 from PyPI, whose Linux x86-64 wheels are the CUDA builds, with
 18 ``nvidia-*``/``cuda-*`` wheels and triton: about 6.0 GB installed, 1.7 min here. On a CPU
-they run torch's CPU kernels, the same as a CPU build. A CPU-only build was tried and does not
+they run torch's CPU kernels, the same as a CPU build. A CPU-only build does not
 work: PyPI has no CPU torch for Linux; this workplace's local wheel folder has
 ``torch-2.13.0+cpu`` (a 1.6 GB venv), but the only torchvision for it, 0.28.0 from PyPI, is
 linked against the CUDA build (``libtorch_cuda.so``), so ``import torchvision`` (which kraken

@@ -1,5 +1,5 @@
 """How much two single-threaded processes gain over one on this machine: its own ceiling for
-"2 workers x 1 thread" (issue 20's two-worker goal), measured on the same work in one run.
+"2 workers x 1 thread", measured on the same work in one run.
 
 The same fixed work runs in a process pinned to core 0 alone, then in two such processes at once
 (pinned to cores 0 and 1, their timed parts started together); both sides are reported with

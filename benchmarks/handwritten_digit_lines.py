@@ -38,7 +38,7 @@ Each run's folder (``--work``/seed-S) keeps ``best.keras``, ``log.csv``, ``summa
 training output (``train.log``) and the test tables (``test.json``, ``test_widths.json``,
 ``test_views.json``).
 
-Figures: docs/performance.md.
+Figures: docs/results.md#handwritten-digit-lines.
 """
 
 from __future__ import annotations

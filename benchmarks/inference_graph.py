@@ -1,6 +1,6 @@
-"""Reading lines with the recognizer: eager model calls (how :class:`tfnhr.recognition.transcriber.Transcriber`
-ran the model before 2026-12-07) against the one traced graph per model it runs now
-(:func:`tfnhr.recognition.transcriber.inference_graph`), in one run.
+"""Reading lines with the recognizer: eager model calls against the one traced graph per model that
+:class:`tfnhr.recognition.transcriber.Transcriber` runs (:func:`tfnhr.recognition.transcriber.inference_graph`),
+in one run.
 
 Both read the same synthetic validation lines (the held-out validation fonts, scaled to the main
 job's 36 px) in the same batches (the main job's 190,000-pixel budget): per round, a

@@ -2,8 +2,8 @@
 of lower-case tokens backed by English word frequencies; each read once and in the main job's
 24 views, the views' readings weighed by their likelihood alone or with the LM as well.
 
-The two LMs are the main job's before and since 2026-12-06, estimated here from the same
-training text (:func:`tfnhr.data.synthetic.handwriting.corpus_text`): **as written** (words split on
+Both LMs are estimated here from the same training text
+(:func:`tfnhr.data.synthetic.handwriting.corpus_text`): **as written** (words split on
 whitespace, case and punctuation kept, unigrams interpolated with the uniform distribution) and
 **tokens + background** (the main job's own, :func:`tfnhr.commands.main_job.build_lm`: lower-case tokens,
 unigrams interpolated with the 100,000 most frequent English words' frequencies).

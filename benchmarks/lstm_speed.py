@@ -62,8 +62,8 @@ with ``TF_CPU_ALLOCATOR_USE_BFC=true``):
   after ``reset_memory_stats``: TensorFlow's (and XLA's) tensor allocations only. This needs
   the BFC allocator (without it TF 2.18 raises "Allocator stats not available for device
   'CPU:0'"). An RSS-only per-step figure (glibc's mmap threshold pinned to 64 KiB so that
-  freed tensors leave the RSS) was tried and dropped: Keras' many 32 KiB per-step tensors come
-  from glibc's heap, whose pages stay resident, so it undercounted Keras (39 vs 146 MiB).
+  freed tensors leave the RSS) is not reported: Keras' many 32 KiB per-step tensors come
+  from glibc's heap, whose pages stay resident, so it undercounts Keras (39 vs 146 MiB).
 
 ``--tuned-env`` runs the timings with ``TF_CPU_ALLOCATOR_USE_BFC=true`` and
 ``XLA_FLAGS=--xla_cpu_use_thunk_runtime=false`` (``_harness.TUNED_ENV``; see

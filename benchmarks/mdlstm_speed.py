@@ -13,7 +13,7 @@ What it measures
 
 * **Cell updates per second** of one training step (forward, then gradients w.r.t. the input
   and all weights) on a dense batch: ``B * 4 directions * H * W / step time``, for the configs
-  of issue 3 (``CONFIGS``) and six layer variants, ``input_projection`` in
+  L1-L4 (``CONFIGS``) and six layer variants, ``input_projection`` in
   ``{"in_loop", "precompute"}`` x the scan: the ``tf.while_loop`` of TensorFlow ops
   (``scan_kernel="ops"``) without and with XLA (``+xla``), and the compiled C++ scan
   (``+compiled``, :mod:`tfnhr.ops.scan_kernel`).  The variants of
@@ -36,8 +36,8 @@ What it measures
   which makes ``tf.config.experimental.get_memory_info("CPU:0")`` work: after a warm-up step the
   peak counter is reset, one step runs, and the peak of TensorFlow's tensor allocations is
   reported (plus the process's RSS high-water mark for reference), for the compiled scan (the
-  layer's default), the TensorFlow-ops scan with XLA (the default before the compiled scan) and
-  without.
+  layer's default), the TensorFlow-ops scan with XLA (what dense input runs where the compiled
+  scan is not used) and without.
 
 ``--tuned-env`` runs the speed measurements with two process settings (``_harness.TUNED_ENV``)
 that must be in place before TensorFlow starts, so they are environment variables, not layer

@@ -90,7 +90,9 @@ Findings (two full runs, ``--threads 1``, 2 shared vCPUs AVX2, TF 2.18 CPU; ~3 m
 ---------------------------------------------------------------------------------------
 
 Absolute examples/s moved by up to +-30 % between runs (other processes on the two vCPUs);
-the pack / LMBR ratios, measured interleaved in one process, moved by < 0.1.
+the pack / LMBR ratios, measured interleaved in one process, moved by < 0.1. These runs used the
+TensorFlow-ops scan and exact-height rows; the figures with the compiled scan and
+``--height-step 4`` are in docs/results.md#packing-vs-padding.
 
 * **words: 2.2-2.3x** (GPUs in Wenniger et al. 2019: 6.6x). Equal budget ~190 MB -> LMBR batch
   20, packing batch 48 (2.4x; the paper 10x). Waste at those batches: LMBR 4.8 (canvas fill 25 %, skew 1.22),

@@ -1,7 +1,7 @@
 """Packing planner speed: the NumPy reference planner against the same planner in TensorFlow ops, plain and XLA-compiled, on word-like and line-like batches, in one run.
 
 For each batch kind (``words``: 200 IAM-like word sizes, 20-70 px high and 15-250 px wide, the seed
-paper's batch; ``lines``: 11 lines at 32 px, 150-700 px wide, the main job's batch at level 1) the
+paper's batch; ``lines``: 11 lines at 32 px, 150-700 px wide, about a main-job batch) the
 three planners run interleaved, ``--rounds`` calls each after a warm-up call:
 
 * ``numpy``: :func:`tfnhr.ops.packing.plan_packing` on Python size lists (what ``tf.numpy_function``

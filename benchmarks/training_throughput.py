@@ -2,11 +2,10 @@
 
 Each compared configuration (``--configs BUDGET:WINDOW[:PLANNER[:SCAN]],...``: the batch's pixel
 budget, the width-sorting window of :func:`tfnhr.data.batches.similar_width_batches`, the packing
-planner, ``xla`` by default, ``graph`` or ``numpy`` (the Python planner in ``tf.numpy_function``,
-as before the graph planner), and the MDLSTM scan kernel, ``compiled`` (the C++ ops of
-:mod:`tfnhr.ops.scan_kernel`, the default) or ``ops`` (the ``tf.while_loop`` of TensorFlow ops,
-as before the compiled kernel); default the main job's batch budget (``tfnhr.config.choices.MAIN_JOB_BATCH_PIXELS``, 190,000 pixels of its 36-px
-lines; 150,000 of 32-px lines before 2026-12-06) with random batches
+planner, ``xla`` by default, ``graph`` or ``numpy`` (the Python planner in ``tf.numpy_function``),
+and the MDLSTM scan kernel, ``compiled`` (the C++ ops of :mod:`tfnhr.ops.scan_kernel`, the
+default) or ``ops`` (the ``tf.while_loop`` of TensorFlow ops); default the main job's batch budget
+(``tfnhr.config.choices.MAIN_JOB_BATCH_PIXELS``, 190,000 pixels of its 36-px lines) with random batches
 (window 1, the default), TensorFlow-ops scan against compiled scan)
 gets its own recognizer (same seed) and its own training dataset
 (:func:`tfnhr.data.dataset.make_dataset` with ``default`` augmentation, as ``tfnhr train``);

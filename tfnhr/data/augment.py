@@ -16,10 +16,9 @@ pipeline per thread), so the data pipeline may augment in parallel threads
 input's height ``H`` (a model with a fixed input height still fits). Its width follows the
 distortions, narrower or wider, but never below the example's floor (``min_widths``: the fewest
 columns with which CTC can still align its text, :func:`tfnhr.data.samples.ctc_min_widths`);
-without floors it keeps at least the input's width. (An earlier version always kept the input's
-width, which undid every horizontal squeeze and the height jitter's narrowing: training then
-only ever saw lines as wide as rendered or wider, never the tighter hands that validation
-showed.)
+without floors it keeps at least the input's width. (Always keeping the input's width would undo
+every horizontal squeeze and the height jitter's narrowing: training would only ever see lines as
+wide as rendered or wider, never the tighter hands of the validation fonts.)
 """
 
 from __future__ import annotations

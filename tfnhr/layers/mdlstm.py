@@ -78,7 +78,7 @@ IN_LOOP_MAX_CHANNELS = 32
 """Without XLA, ``input_projection="auto"`` feeds the raw input into the loop when ``C_in`` is
 at most this, and precomputes the input projection otherwise; under XLA it always feeds the
 raw input (measured with benchmarks/mdlstm_speed.py and the same layer at C_in 32, 64, 128:
-with XLA the in-loop variant was faster for every C_in tried, 4 to 128; without XLA the
+with XLA the in-loop variant was faster for every C_in measured, 4 to 128; without XLA the
 precomputed projection was as fast or faster from C_in = 64 on)."""
 
 

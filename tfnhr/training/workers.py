@@ -3,7 +3,7 @@
 
 Two single-threaded workers train 1.55x the lines/s of one on 2 cores with the compiled MDLSTM
 scan, about as many as one process on 2 threads, which makes twice the updates for them
-(docs/lab/throughput.md; today's layouts: docs/results.md#horovod-scaling); with the
+(docs/lab/throughput.md; every layout: docs/results.md#horovod-scaling); with the
 TensorFlow-ops scan, whose small per-column ops a second thread in one process slows down, workers
 are the faster way to use more cores. :func:`run_local_workers` starts ``horovodrun -np N``
 (Gloo, loopback) over ``python -m horovod_jobs.train --task nhr`` with the given ``tfnhr train``

@@ -145,7 +145,7 @@ class _IamWriter:
 
 def read_fonts(set_dir: str | Path) -> dict[str, str]:
     """Image id -> font file name of a set written by :func:`write_iam_layout`; ``{}`` for a
-    folder without :data:`FONTS_FILE` (not synthetic, or written before it was kept)."""
+    folder without :data:`FONTS_FILE` (not synthetic, or a synthetic set written without it)."""
     path = Path(set_dir) / FONTS_FILE
     if not path.is_file():
         return {}
