@@ -50,8 +50,8 @@ RECOGNIZER_CPU_CYCLE_TIME_MS = 5.0
 """Horovod's cycle for ``--task nhr`` without GPUs (Horovod's default before 0.21, 1 ms since):
 one allreduce per 0.3-0.5-s step waits at most 5 ms more, and the polling's share of each core
 falls from 9-16 % to 4-6 %; 2 workers x 1 thread on 2 cores trained 55.0 instead of 49.5
-lines/s (docs/lab/horovod.md#horovods-polling-2026-12-05). The MLCN task keeps Horovod's default:
-its model-parallel steps run many collectives in a row, each of which would wait for a cycle."""
+lines/s (docs/lab/horovod.md, "Horovod's polling"). The MLCN task keeps Horovod's default: its
+model-parallel steps run many collectives in a row, each of which would wait for a cycle."""
 
 
 def _task_parser(required: bool, **kwargs) -> argparse.ArgumentParser:

@@ -77,8 +77,8 @@ dropout a 14-minute run with 20 training fonts read the held-out fonts 2.5-2.8 p
 CONFIDENCE_PENALTY = 0.0
 """Weight of the output columns' entropy subtracted from the CTC loss in the main job (``tfnhr
 train``'s default is 0.1, which read unseen handwritten digits better): on the main job's held-out
-fonts 0.1 read 0.8 points worse in 24 views in a ``make demo`` run
-(docs/lab/training-recipe.md#confidence-penalty-2026-12-06)."""
+fonts 0.1 read 0.8 points worse in 24 views in a ``make demo`` run (docs/lab/training-recipe.md,
+"Confidence penalty")."""
 
 
 def _preset_values(key: str) -> str:

@@ -50,13 +50,12 @@ fraction of the time limit from which the learning rate is annealed (``anneal``,
 :class:`~tfnhr.training.callbacks.TimeBudgetAnnealing`) of the main job's two presets (:mod:`tfnhr.commands.main_job`, ``--preset``); the peer benchmark
 (``benchmarks/accuracy_vs_peer.py``) takes its defaults from ``quick``. ``quick`` trains 15
 minutes: with the evaluation's beam searches and the rendering on every core, ``make demo`` then
-stays within its 20 minutes (docs/results.md#main-job-make-demo). At ``quick``'s
-budget a larger set of hands read the validation fonts level and the test fonts 1.5-2.1 points
-worse than the core ones (docs/lab/fonts-and-data.md#107-more-google-fonts-families-2026-12-05-not-kept);
-at ``full``'s budget ``stem-80`` on all hands read the validation fonts 0.9-1.2 points and the
-test fonts 0.3-0.9 points better than ``small-stem`` on the core ones (one sample each, 60 training
-minutes; docs/lab/main-job-full.md#the-full-presets-recognizer-and-fonts-2026-12-06). ``full``
-trains 49 minutes so that ``make demo-full`` fits in an hour in all with its evaluation in 24 views
+stays within its 20 minutes (docs/results.md#main-job-make-demo). At ``quick``'s budget a larger
+set of hands read the validation fonts level and the test fonts 1.5-2.1 points worse than the core
+ones (docs/lab/fonts-and-data.md); at ``full``'s budget ``stem-80`` on all hands read the
+validation fonts 0.9-1.2 points and the test fonts 0.3-0.9 points better than ``small-stem`` on
+the core ones (one sample each, 60 training minutes; docs/lab/main-job-full.md). ``full`` trains
+49 minutes so that ``make demo-full`` fits in an hour in all with its evaluation in 24 views
 (docs/results.md#full-main-job-make-demo-full)."""
 
 MAIN_JOB_HEIGHT = 36
@@ -64,7 +63,7 @@ MAIN_JOB_HEIGHT = 36
 ~10 px wide, ~2.6 output columns each after the two 2x2 block convolutions. In 14 training
 minutes 36 px read the held-out fonts better than 28, 32 and 44 px and as well as 40 px (one thread,
 two seeds), and better than 32 px on both cores on three seeds, though each round takes 1.33x as
-long (docs/lab/fonts-and-data.md#line-height-2026-12-06)."""
+long (docs/lab/fonts-and-data.md, "Line height")."""
 
 MAIN_JOB_BLOCKS = ((2, 2), (2, 2))
 """The kernel = stride (height, width) of the main job's two block convolutions."""

@@ -33,7 +33,7 @@ of Wenniger et al. 2019 (§VII); ``small-wide`` is ``small`` with its first MDLS
 block convolution twice as wide (4 units, 12 filters; 199,009 parameters against 196,379 with
 the main job's characters), about 11 % more time per training step. It is what ``tfnhr train``
 trains by default (:data:`tfnhr.config.choices.DEFAULT_MODEL_PRESET`): at equal training time it read
-held-out fonts better than ``small`` (docs/lab/architecture.md#wider-first-level-2026-12-05). ``small-stem``
+held-out fonts better than ``small`` (docs/lab/architecture.md, "Wider first level"). ``small-stem``
 replaces ``small-wide``'s first MDLSTM level by two 3x3 convolutions (8 and 16 filters); ``stem-80``
 has the same stem and wider levels, (12, 80) units and (16, 32) filters (490,235 parameters
 against 199,073 with the main job's characters, 1.38x the time per training step;

@@ -307,8 +307,7 @@ def _rounds(train_data: tf.data.Dataset, options: TrainOptions, initial_epoch: i
     Data of known length always repeats, with ``fit``'s steps per epoch set: given a finite
     dataset, ``fit`` builds a new iterator at every epoch, and the first batch after it waited
     14.8-15.8 s of a 40 s epoch on 800 lines (one worker, one thread, 2-vCPU machine;
-    docs/lab/horovod.md#epoch-starts-and-what-the-workers-wait-for-2026-12-05); a repeated
-    dataset's pipeline runs straight on into the next epoch
+    docs/lab/horovod.md); a repeated dataset's pipeline runs straight on into the next epoch
     (its plan and first batches are made while the epoch end validates)."""
     steps = int(train_data.cardinality())
     if options.validate_every is None:

@@ -94,10 +94,8 @@ MORE_TRAIN_FONTS: list[str] = [
 """Training fonts of the ``all`` set beyond ``FONT_SPLITS["train"]``: Google Fonts handwriting
 families as Fontsource packages them, those that draw all of :data:`CHARS` with lower case
 unlike its capitals and passed a look (``tfnhr/data/synthetic/fonts/README.md``). In 14 minutes of
-training such a set of hands cost the print-like test hands
-(docs/lab/fonts-and-data.md#107-more-google-fonts-families-2026-12-05-not-kept); in an hour with
-``stem-80`` these read all held-out hands better
-(docs/lab/main-job-full.md#the-full-presets-recognizer-and-fonts-2026-12-06)."""
+training such a set of hands cost the print-like test hands (docs/lab/fonts-and-data.md); in an
+hour with ``stem-80`` these read all held-out hands better (docs/lab/main-job-full.md)."""
 
 STROKE_LIMIT = {"Kristi.ttf": 0.25}
 """Most pen width (px, see :attr:`RenderStyle.stroke_width`) added to fonts whose letters are so
