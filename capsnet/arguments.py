@@ -35,7 +35,7 @@ def add_lane_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_cost_argument(parser: argparse.ArgumentParser) -> None:
-    """``--cost model|measured``: how lane costs are obtained (see :func:`lane_costs`)."""
+    """``--cost model|measured``: how lane costs are obtained (see :func:`capsnet.placement.lane_costs`)."""
     parser.add_argument("--cost", choices=COST_MODELS, default=DEFAULTS.cost,
                         help="lane cost: model = width²·depth (Rosario et al. 2019, Eq. 1); measured = seconds per "
                              "training step of each lane alone (capsnet.placement.measure_lane_costs)")
