@@ -117,9 +117,37 @@ def timed(function: Callable, *args, **kwargs) -> tuple[object, float, float]:
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def spread(values: Sequence[float]) -> dict[str, float]:
-    """Median, least and largest of ``values`` (one per round or run)."""
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+def spread(values: Sequence[float], keep_all: bool = False) -> dict:
+    """Median, least and largest of ``values`` (one per round or run), and with ``keep_all``
+    the values themselves (``"all"``)."""
+    figures: dict = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    return {**figures, "all": list(values)} if keep_all else figures
+
+
+def matmul_call(tf, size: int = 1024) -> Callable[[], object]:
+    """A no-argument call that runs one float32 ``size`` x ``size`` matmul to completion."""
+    a = tf.random.normal([size, size])
+    product = tf.function(lambda x: tf.matmul(x, x))
+    return lambda: product(a).numpy()
+
+
+def matmul_peak_gflops(tf, size: int = 1024, repeats: int = 10) -> float:
+    """The machine's matmul peak under the current thread pools: float32 GFLOP/s of a ``size`` x
+    ``size`` ``tf.matmul``, best of ``repeats`` (after one warm-up call)."""
+    call = matmul_call(tf, size)
+    call()
+    best = min(timed(call)[1] for _ in range(repeats))
+    return 2 * size ** 3 / best / 1e9
+
+
+def scan_flops(units: int, channels: int, cells: int, directions: int = 4) -> float:
+    """Matmul FLOPs of one MDLSTM scan, forward + backward, over ``cells`` computed cells (per
+    direction) of the Leaky LP cell: forward the gate matmul over ``[x; 1; h1; h2; s1; s2]`` (the
+    two peephole gates) and ``[x; 1; h1; h2]`` (the other three) plus the output peephole,
+    backward twice that (input and weight gradients)."""
+    k = channels + 1 + 2 * units
+    forward = 2 * (2 * units * (k + 2 * units) + 3 * units * k) + 2 * 2 * units * units
+    return 3.0 * forward * cells * directions
 
 
 @dataclass

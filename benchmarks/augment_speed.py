@@ -51,11 +51,6 @@ import _harness
 LEVELS = ("light", "default", "strong")
 
 
-def spread(values: list[float]) -> dict:
-    """Median, min, max and all of ``values`` (one per round)."""
-    return {**_harness.spread(values), "all": values}
-
-
 def make_lines(count: int, seed: int, height: int):
     """``count`` synthetic lines as a ``TextImageSet``, images scaled to ``height`` rows."""
     from tfnhr.data.synthetic import handwriting
@@ -87,7 +82,7 @@ def augmentation_alone(data, floors: list[int], rounds: int, seed: int) -> dict:
     result = {}
     for level in LEVELS:
         rates = [len(data) / seconds for seconds in times[level].wall]
-        result[level] = {"lines_per_second": spread(rates),
+        result[level] = {"lines_per_second": _harness.spread(rates, keep_all=True),
                          "seconds": times[level].wall, "cpu_seconds": times[level].cpu,
                          "pixel_growth": statistics.mean(pixels_out[level]) / pixels_in}
     return result
@@ -132,11 +127,11 @@ def training(data, charset, model, args) -> dict:
     ratios = [augmented / plain for augmented, plain in zip(rates["augmented"], rates["plain"])]
     return {"lines": len(data), "batches_per_epoch": batches, "lines_per_step": lines_per_step,
             "steps": args.steps, "batch_pixels": args.batch_pixels, "parameters": model.count_params(),
-            "lines_per_second": {name: spread(values) for name, values in rates.items()},
+            "lines_per_second": {name: _harness.spread(values, keep_all=True) for name, values in rates.items()},
             "seconds": {name: measured.wall for name, measured in times.items()},
             "cpu_seconds": {name: measured.cpu for name, measured in times.items()},
             "ratio": statistics.median(rates["augmented"]) / statistics.median(rates["plain"]),
-            "ratio_per_round": spread(ratios)}
+            "ratio_per_round": _harness.spread(ratios, keep_all=True)}
 
 
 def measure(args: argparse.Namespace) -> dict:

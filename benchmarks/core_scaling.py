@@ -46,7 +46,7 @@ def child(work: str, repeats: int, barrier: Path, parties: int) -> dict:
     import training_throughput as throughput
 
     if work == "matmul":
-        call = throughput.matmul_call(tf)
+        call = _harness.matmul_call(tf)
     else:
         from tfnhr.charset import Charset
         from tfnhr.data.dataset import make_dataset

@@ -26,7 +26,6 @@ Without ``--out`` the JSON goes to stdout after the table (the table then goes t
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -44,11 +43,6 @@ def iterate_epoch(data, charset, batch_pixels: int) -> int:
     from tfnhr.data.dataset import make_dataset
 
     return sum(1 for _ in make_dataset(data, charset, batch_pixels, shuffle=True))
-
-
-def spread(times: list[float]) -> dict:
-    """The fastest, the median and all of the rounds' seconds."""
-    return {"best": min(times), "median": statistics.median(times), "all": times}
 
 
 def same_sets(a, b) -> bool:
@@ -94,8 +88,8 @@ def measure_in(args: argparse.Namespace, root: Path) -> dict:
             batches, seconds, _ = _harness.timed(iterate_epoch, loaded[name], charset, args.batch_pixels)
             epoch_seconds[name].append(seconds)
 
-    load = {name: spread(times) for name, times in load_seconds.items()}
-    best = {name: figures["best"] for name, figures in load.items()}
+    load = {name: _harness.spread(times, keep_all=True) for name, times in load_seconds.items()}
+    best = {name: figures["min"] for name, figures in load.items()}
     data = loaded["folder"]
     return {
         "examples": len(data), "pixels": int(data.pixels().sum()), "height": args.height,
@@ -105,7 +99,7 @@ def measure_in(args: argparse.Namespace, root: Path) -> dict:
         "convert_seconds": convert_seconds,
         "load_seconds": load,
         "load_speedup": {"h5": best["folder"] / best["h5"], "h5_gzip": best["folder"] / best["h5_gzip"]},
-        "epoch_seconds": {name: spread(times) for name, times in epoch_seconds.items()},
+        "epoch_seconds": {name: _harness.spread(times, keep_all=True) for name, times in epoch_seconds.items()},
         "epoch_batches": batches,
         "epoch_ratio": min(epoch_seconds["folder"]) / min(epoch_seconds["h5"]),
     }
@@ -117,9 +111,9 @@ def print_table(report: dict) -> None:
           f"{report['height'] or 'as rendered'}, {report['threads']} thread(s), best of {report['rounds']}")
     print(f"{'source':<10} {'MB on disk':>10} {'load s':>8} {'speed-up':>8} {'epoch s':>8}")
     for name, size_key in (("folder", "folder"), ("h5", "h5_none"), ("h5_gzip", "h5_gzip")):
-        load = report["load_seconds"][name]["best"]
+        load = report["load_seconds"][name]["min"]
         speedup = report["load_speedup"].get(name, 1.0)
-        epoch = report["epoch_seconds"].get(name, {}).get("best")
+        epoch = report["epoch_seconds"].get(name, {}).get("min")
         print(f"{name:<10} {sizes[size_key] / 1e6:10.1f} {load:8.3f} {speedup:7.1f}x "
               f"{'' if epoch is None else f'{epoch:8.2f}'}")
     print(f"conversion: {report['convert_seconds']['none']:.1f} s (none), {report['convert_seconds']['gzip']:.1f} s "

@@ -64,7 +64,7 @@ CONFIGS = {  # name: (batch, height, width, input channels, units)
     "L3": (8, 8, 64, 20, 50),
     "L4": (8, 32, 256, 4, 20),
 }
-TARGETS = {  # issue 3, cell updates/s on one thread: Wenniger et al. 2019's PyTorch code, one-hour TF prototype
+TARGETS = {  # cell updates/s on one thread: Wenniger et al. 2019's PyTorch code, one-hour TF prototype
     "L1": {"seed_pytorch": 0.23e6, "prototype": 4.4e6},
     "L2": {"seed_pytorch": 0.095e6, "prototype": 0.95e6},
     "L3": {"seed_pytorch": 0.03e6, "prototype": 0.13e6},
@@ -76,22 +76,6 @@ VARIANTS = [(p, k) for p in ("in_loop", "precompute") for k in ("ops", "ops+xla"
 MEMORY_VARIANTS = ("compiled", "ops+xla", "ops")
 NAIVE_CROP = (8, 16)  # (height, width) of the naive baseline's crop
 MEMORY_CONFIG = "L4"
-
-
-def matmul_flops_per_step(batch, height, width, channels, units, directions=4) -> float:
-    """Counted FLOPs of one forward + backward step (see the module docstring)."""
-    u = units
-    forward = 2 * ((channels + 1 + 2 * u) * 5 * u + 2 * u * 2 * u + u * 2 * u)
-    return 3.0 * forward * batch * directions * height * width
-
-
-def matmul_peak_gflops(tf, repeats: int = 10) -> float:
-    """Best single 1024^2 float32 matmul rate (GFLOP/s) under the current thread settings."""
-    a = tf.random.normal((1024, 1024))
-    fn = tf.function(lambda a: tf.matmul(a, a))
-    fn(a).numpy()
-    best = min(_harness.timed(lambda: fn(a).numpy())[1] for _ in range(repeats))
-    return 2 * 1024**3 / best / 1e9
 
 
 def _training_step(tf, layer, x):
@@ -184,7 +168,7 @@ def naive_step(tf, layer, x):
 def bench_config(tf, name: str, rounds: int, naive: bool) -> dict:
     batch, height, width, channels, units = CONFIGS[name]
     cells = batch * 4 * height * width
-    flops = matmul_flops_per_step(batch, height, width, channels, units)
+    flops = _harness.scan_flops(units, channels, batch * height * width)
     x = tf.random.normal((batch, height, width, channels))
     steps, first_call = {}, {}
     for projection, scan in VARIANTS:
@@ -265,7 +249,7 @@ def measure(args: argparse.Namespace) -> dict:
     environment = _harness.tuned_env(args.tuned_env)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     tf = _harness.set_threads(args.threads)
-    peak = matmul_peak_gflops(tf)
+    peak = _harness.matmul_peak_gflops(tf)
     result = {
         "machine": {"processor": platform.processor() or platform.machine(),
                     "cpu_model": _harness.cpu_model(), "threads": args.threads,
@@ -275,7 +259,7 @@ def measure(args: argparse.Namespace) -> dict:
     for name in args.configs.split(","):
         _harness.log(f"[{name}] measuring ...")
         result["configs"][name] = bench_config(tf, name, args.rounds, not args.no_naive)
-    peak = max(peak, matmul_peak_gflops(tf))
+    peak = max(peak, _harness.matmul_peak_gflops(tf))
     result["machine"]["matmul_1024_gflops"] = round(peak, 1)
     for config in result["configs"].values():
         for variant in config["variants"].values():

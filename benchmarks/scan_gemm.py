@@ -50,7 +50,7 @@ def _layer_times(tf, names: list[str], repeats: int, peak: float) -> dict:
         step = mdlstm_speed._training_step(tf, layer, tf.random.normal((batch, height, width, channels)))
         step()
         seconds = statistics.median(_harness.timed(step)[1] for _ in range(repeats))
-        flops = mdlstm_speed.matmul_flops_per_step(batch, height, width, channels, units)
+        flops = _harness.scan_flops(units, channels, batch * height * width)
         results[name] = {"ms": seconds * 1e3, "cell_updates_per_s": batch * 4 * height * width / seconds,
                          "share_of_peak": flops / seconds / 1e9 / peak}
     return results
@@ -78,12 +78,11 @@ def _step_times(tf, presets: list[str], repeats: int, seed: int) -> dict:
 def child(args: argparse.Namespace) -> dict:
     """One library's figures in this process (``TFNHR_KERNEL_GEMM`` set by the parent)."""
     tf = _harness.set_threads(1)
-    import mdlstm_speed
 
     from tfnhr.ops import scan_kernel
 
     scan_kernel.scan_ops()
-    peak = mdlstm_speed.matmul_peak_gflops(tf)
+    peak = _harness.matmul_peak_gflops(tf)
     return {"library": scan_kernel.gemm_library(), "matmul_peak_gflops": peak,
             "layers": _layer_times(tf, args.configs.split(","), args.repeats, peak),
             "steps": _step_times(tf, [p for p in args.presets.split(",") if p], args.repeats, args.seed)}

@@ -90,7 +90,7 @@ def parse_kernels(text: str) -> list[str]:
 
 def synthetic_lines(count: int, seed: int):
     """``count`` synthetic training lines scaled to :data:`MAIN_JOB_HEIGHT` as a TextImageSet."""
-    from tfnhr.data.synthetic import handwriting, iam_writer
+    from tfnhr.data.synthetic import handwriting
     from tfnhr.data.images import scale_to_height
     from tfnhr.data.samples import TextImageSet
 
@@ -114,31 +114,6 @@ def compiled_step(tf, preset: str, charset, seed: int, planner: str = "xla", ker
         mdlstm.packing_planner, mdlstm.scan_kernel = planner, kernel
     model.compile(optimizer=keras.optimizers.Adam(0.005, clipnorm=10.0))
     return model, tf.function(model.train_step, input_signature=[(IMAGES_SPEC, LABELS_SPEC)])
-
-
-def matmul_call(tf, size: int = 1024):
-    """A no-argument call that runs one float32 ``size`` x ``size`` matmul to completion."""
-    a = tf.random.normal([size, size])
-    product = tf.function(lambda x: tf.matmul(x, x))
-    return lambda: product(a).numpy()
-
-
-def matmul_peak(tf, size: int = 1024, repeats: int = 10) -> float:
-    """float32 GFLOP/s of a ``size`` x ``size`` matmul on the current thread pools (best of repeats)."""
-    call = matmul_call(tf, size)
-    call()
-    best = min(_harness.timed(call)[1] for _ in range(repeats))
-    return 2 * size ** 3 / best / 1e9
-
-
-def scan_flops(units: int, channels: int, cells: int, directions: int = 4) -> float:
-    """Matmul FLOPs of one MDLSTM scan, forward + backward, over ``cells`` computed cells (per
-    direction) of the Leaky LP cell: forward the gate matmul over ``[x; 1; h1; h2; s1; s2]`` (peephole
-    gates) and ``[x; 1; h1; h2]`` (the others) plus the output peephole, backward twice that
-    (input and weight gradients)."""
-    k = channels + 1 + 2 * units
-    forward = 2 * (2 * units * (k + 2 * units) + 3 * units * k) + 2 * 2 * units * units
-    return 3.0 * forward * cells * directions
 
 
 def canvas_cells(images) -> int:
@@ -206,7 +181,7 @@ def profile_step(tf, model, images, labels, repeats: int) -> tuple[dict, float]:
         both = median_seconds(lambda x=canvas: [g.numpy() for g in scan_backward(x)], repeats)
         parts[f"scan {level} forward"] = forward
         parts[f"scan {level} backward"] = max(both - forward, 0.0)
-        flops += scan_flops(mdlstm.units, features.shape[-1], canvas_cells(features))
+        flops += _harness.scan_flops(mdlstm.units, features.shape[-1], canvas_cells(features))
         features = mdlstm(features)
     parts["scores"] = median_seconds(lambda x=features: _layer_fb(tf, model.scores, x), repeats)
     scores = tf.reduce_sum(model.scores(features), axis=1)
@@ -265,7 +240,7 @@ def measure_steps(args: argparse.Namespace) -> dict:
     from tfnhr.data.batches import steps_per_epoch
     from tfnhr.data.dataset import make_dataset
 
-    peak = {1: matmul_peak(tf)}
+    peak = {1: _harness.matmul_peak_gflops(tf)}
     data = synthetic_lines(args.lines, args.seed)
     charset = Charset.from_texts(data.texts)
     pixels = data.pixels()
@@ -371,7 +346,7 @@ def measure_workers(args: argparse.Namespace) -> dict:
     """Whole epochs of ``horovod_jobs.train --task nhr`` per configuration and worker layout."""
     import horovod_scaling
 
-    from tfnhr.data.synthetic import handwriting, iam_writer
+    from tfnhr.data.synthetic import iam_writer
 
     env = _harness.single_threaded_child_env()
     # (workers, threads per worker, apart, Horovod cycle ms or None: the job's, averaging period or None: gradients)

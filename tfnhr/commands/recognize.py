@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from tfnhr.config.choices import DEFAULT_BATCH_PIXELS, DEVICES, RECOGNIZE_FORMATS
-from tfnhr.commands.common import add_decoder_choice, add_decoding_processes, reports_errors, transcriber_from_args, use_device
+from tfnhr.commands.common import (add_decoder_choice, add_decoding_processes, reports_errors, transcriber_from_args,
+                                   use_device)
 from tfnhr.config.options import DefaultsHelpFormatter
 from tfnhr.config.ranges import COUNT
 

@@ -107,7 +107,8 @@ class TrainOptions:
     halve_start: float | None = option(
         0.5, "halving starts once the validation CER is below this fraction of the first validation's (the model "
         "has left CTC's blank phase); 'none': from the start", range=Range(0, 1, low_open=True, none=True),
-        given_only=True, config="halve_start", config_unit="fraction of the first validation's CER; null: from the start")
+        given_only=True, config="halve_start",
+        config_unit="fraction of the first validation's CER; null: from the start")
     halve_patience: int = option(2, "worse validations in a row before halving, at least one epoch's worth",
                                  range=COUNT, given_only=True, config="halve_patience", config_unit="validations")
     halve_margin: float = option(
@@ -136,7 +137,8 @@ class TrainOptions:
         config_unit="momentum of the weight average; null: the last update's weights")
     confidence_penalty: float = option(
         0.1, "subtract WEIGHT times the entropy of the output columns from each line's CTC loss, so that the model "
-        "is less sure of its readings (unseen handwritten digits read better: docs/results.md); 0: CTC alone",
+        "is less sure of its readings (unseen handwritten digits read better: docs/lab/training-recipe.md); "
+        "0: CTC alone",
         range=Range(0, 10), metavar="WEIGHT", given_only=True, config="confidence_penalty",
         config_unit="weight of the output columns' entropy")
     normalize_spacing: bool = option(
@@ -152,8 +154,10 @@ class TrainOptions:
         "float32); a resumed run keeps its model's policy")
     seed: int = option(0, "weights and shuffling seed", range=NONNEGATIVE_COUNT, given_only=True, config="seed",
                        config_unit="random seed")
-    max_train: int | None = option(None, "use only the first N training samples", range=Range(1, integer=True, none=True))
-    max_val: int | None = option(None, "use only the first N validation samples", range=Range(1, integer=True, none=True))
+    max_train: int | None = option(None, "use only the first N training samples",
+                                   range=Range(1, integer=True, none=True))
+    max_val: int | None = option(None, "use only the first N validation samples",
+                                 range=Range(1, integer=True, none=True))
     time_limit: float | None = option(None, "minutes; stop at the end of the epoch that passes it (0: after the "
                                             "first epoch)", range=Range(0, none=True))
     resume: bool = option(False, "continue from --out's last.keras/state.json")

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from tfnhr.config.choices import SOURCES
-from tfnhr.data.synthetic import handwriting, iam_writer
+from tfnhr.data.synthetic import iam_writer
 from tfnhr.data.formats.hdf5 import TextImageWriter, load_hdf5_set
 from tfnhr.data.formats.iam import load_samples
 from tfnhr.data.pages.reading import is_pages_folder, load_page_subset, page_examples

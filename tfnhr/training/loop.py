@@ -159,88 +159,41 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     """Train (or resume) as ``options`` say; returns the summary (also in ``summary.json``)."""
     hooks = hooks or TrainingHooks()
     out = Path(options.out)
-    claim_run_folder(out, options.resume, options.overwrite, clear=hooks.writes)
-    use_threads(options, hooks)
+    start_run(options, hooks)
     started = time.monotonic()
-    if hooks.writes:
-        out.mkdir(parents=True, exist_ok=True)
-    keras.utils.set_random_seed(options.seed)
     with data_warnings(hooks):
         train_set = load_subset(options, "train", options.max_train)
         val_set = load_subset(options, "val", options.max_val)
-
     state = _resume_state(out) if options.resume else None
-    if state is not None:
-        model = load_recognizer(out / "last.keras")
-        best_weights = load_recognizer(out / "best.keras").get_weights()
-        charset = model.charset
-    else:
-        charset = Charset.from_texts(train_set.texts)
-        with dtype_policy(mixed_policy_name() if options.mixed_precision else None):
-            if options.network is not None:
-                model = build_config_network(options.network, charset, input_height=options.height)
-            else:
-                model = build_recognizer(charset, options.mdlstm_units, options.conv_filters, options.block,
-                                         options.dropout, options.cell, preset=options.preset,
-                                         input_height=options.height)
-            # jit_compile=False: Keras' "auto" means XLA for the whole step on GPU hosts, which ragged
-            # batches of changing sizes cannot take (the MDLSTM scan and the planner use XLA themselves)
-            model.compile(optimizer=make_optimizer(options.optimizer, options.learning_rate, options.clipnorm),
-                          jit_compile=False)
-        if options.normalize_spacing:  # validation reads through the model's own preprocessing
-            model.stroke_spacing = median_spacing(train_set.images)
-        best_weights = None
+    model, best_weights = resumed_model(out) if state is not None else new_model(options, train_set)
     model.confidence_penalty = options.confidence_penalty  # a training setting, not saved with the model
-    if model.stroke_spacing is not None:  # never narrower than the line's CTC floor
-        floors = ctc_min_widths(train_set, charset, model.width_reduction)
-        train_set = dataclasses.replace(train_set, images=[
-            normalize_spacing(gray, model.stroke_spacing, floor) for gray, floor in zip(train_set.images, floors)])
     hooks.prepare_model(model)
     if hooks.writes:
-        charset.save(out / "charset.json")
+        model.charset.save(out / "charset.json")
 
     loaded_examples = len(train_set)
     with data_warnings(hooks):
-        train_set = drop_infeasible(train_set, charset, model.width_reduction)
+        train_set = trainable_lines(train_set, model)
     if options.batch_pixels is None:
         options = dataclasses.replace(options, batch_pixels=auto_batch_pixels(train_set.pixels()))
     initial_epoch = state["epoch"] if state else 0
-    train_data = hooks.train_data(train_set, charset, options, initial_epoch,
-                                  augment=make_augmenter(options.augment, options.seed,
-                                                         ctc_min_widths(train_set, charset, model.width_reduction)))
+    floors = ctc_min_widths(train_set, model.charset, model.width_reduction)
+    train_data = hooks.train_data(train_set, model.charset, options, initial_epoch,
+                                  augment=make_augmenter(options.augment, options.seed, floors))
     fit_rounds = _rounds(train_data, options, initial_epoch)
     halving = LearningRateHalving(options.halve_on, initial_state=state and state["halving"],
                                   best_weights=best_weights, start_below=options.halve_start,
                                   patience=max(options.halve_patience, fit_rounds["per_epoch"]),
                                   margin=options.halve_margin, units=reference_sizes(val_set.texts))
     time_limit = hooks.time_limit(float("inf") if options.time_limit is None else 60 * options.time_limit)
-    writers = [
-        BestCheckpoint(out / "best.keras", best_cer=halving.best["val_cer"] if halving.best else float("inf")),
-        EpochLog(str(out / "log.csv"), append=state is not None),
-        keras.callbacks.TensorBoard(str(out / "tensorboard"), write_graph=False, profile_batch=0),
-        ResumeState(out, halving),
-    ]
-    annealing = ([TimeBudgetAnnealing(time_limit, options.anneal)]
-                 if options.time_limit is not None and options.anneal is not None else [])
-    # The weight average goes first: validation, checkpoints and the halving see it.
-    averaging = [WeightAveraging(options.ema)] if options.ema is not None else []
-    callbacks = hooks.callbacks([*averaging, hooks.validation(val_set, options), *annealing, halving,
-                                 *(writers if hooks.writes else []), time_limit])
+    callbacks = training_callbacks(options, hooks, val_set, halving, time_limit, resumed=state is not None)
     if options.verbose:
-        every = f"every {options.validate_every} updates" if options.validate_every else "every epoch"
-        print(f"training {model_name(options)} recognizer ({model.count_params():,} parameters, "
-              f"{len(charset)} characters) on {len(train_set)} {example_noun(options.kind)} (augmentation: {options.augment}, "
-              f"weight average: {'none' if options.ema is None else options.ema}, "
-              f"confidence penalty: {options.confidence_penalty:g}, stroke spacing: "
-              f"{'as written' if model.stroke_spacing is None else f'{model.stroke_spacing:.3f} of the height'}), "
-              f"batches of up to {options.batch_pixels:,} pixels, validating on {len(val_set)} {every}; "
-              f"{fit_rounds['what']} {initial_epoch + 1}..{fit_rounds['epochs']}",
-              flush=True)
+        print(f"training {describe_run(options, model, len(train_set), len(val_set))}; "
+              f"{fit_rounds['what']} {initial_epoch + 1}..{fit_rounds['epochs']}", flush=True)
     history = model.fit(fit_rounds["data"], epochs=fit_rounds["epochs"], steps_per_epoch=fit_rounds["steps"],
                         initial_epoch=initial_epoch, shuffle=False, callbacks=callbacks,
                         verbose=_keras_verbosity(options.verbose))
-    collapse = blank_phase_collapse(history.history)
-    best_model = out / "best.keras"
+    best_model, collapse = out / "best.keras", blank_phase_collapse(history.history)
     summary = {
         "stop_reason": stop_reason(halving, time_limit, options, fit_rounds["epochs"]),
         "epochs_run": len(history.epoch),
@@ -260,14 +213,100 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
         "seconds": round(time.monotonic() - started, 1),
         "model": str(best_model) if best_model.is_file() else None,
     }
+    finish_run(options, hooks, summary, collapse)
+    return summary
+
+
+def start_run(options: TrainOptions, hooks: TrainingHooks) -> None:
+    """Before anything is read: claim ``options.out`` (refusing a run there unless resumed or
+    overwritten), size the thread pools, seed every generator and make the folder."""
+    claim_run_folder(Path(options.out), options.resume, options.overwrite, clear=hooks.writes)
+    use_threads(options, hooks)
+    if hooks.writes:
+        Path(options.out).mkdir(parents=True, exist_ok=True)
+    keras.utils.set_random_seed(options.seed)
+
+
+def new_model(options: TrainOptions, train_set: TextImageSet) -> tuple[CtcModel, None]:
+    """A compiled model that ``options`` describe (a config file's network or the hand-built
+    recognizer), its charset from ``train_set``'s texts and, with ``normalize_spacing``, their
+    stroke spacing; and no best weights yet."""
+    charset = Charset.from_texts(train_set.texts)
+    with dtype_policy(mixed_policy_name() if options.mixed_precision else None):
+        if options.network is not None:
+            model = build_config_network(options.network, charset, input_height=options.height)
+        else:
+            model = build_recognizer(charset, options.mdlstm_units, options.conv_filters, options.block,
+                                     options.dropout, options.cell, preset=options.preset,
+                                     input_height=options.height)
+        # jit_compile=False: Keras' "auto" means XLA for the whole step on GPU hosts, which ragged
+        # batches of changing sizes cannot take (the MDLSTM scan and the planner use XLA themselves)
+        model.compile(optimizer=make_optimizer(options.optimizer, options.learning_rate, options.clipnorm),
+                      jit_compile=False)
+    if options.normalize_spacing:  # validation reads through the model's own preprocessing
+        model.stroke_spacing = median_spacing(train_set.images)
+    return model, None
+
+
+def resumed_model(out: Path) -> tuple[CtcModel, list]:
+    """The run in ``out`` to continue: ``last.keras`` (optimizer state included) and the weights
+    of ``best.keras``, the halving's best."""
+    return load_recognizer(out / "last.keras"), load_recognizer(out / "best.keras").get_weights()
+
+
+def trainable_lines(train_set: TextImageSet, model: CtcModel) -> TextImageSet:
+    """``train_set`` as ``model`` trains on it: stroke-spacing normalized if the model keeps a
+    spacing (never narrower than a line's CTC floor), then without the lines too narrow for their
+    transcription (counted and warned about by :func:`~tfnhr.data.samples.drop_infeasible`)."""
+    if model.stroke_spacing is not None:
+        floors = ctc_min_widths(train_set, model.charset, model.width_reduction)
+        train_set = dataclasses.replace(train_set, images=[
+            normalize_spacing(gray, model.stroke_spacing, floor) for gray, floor in zip(train_set.images, floors)])
+    return drop_infeasible(train_set, model.charset, model.width_reduction)
+
+
+def training_callbacks(options: TrainOptions, hooks: TrainingHooks, val_set: TextImageSet,
+                       halving: LearningRateHalving, time_limit: TimeLimit, resumed: bool
+                       ) -> list[keras.callbacks.Callback]:
+    """``fit``'s callbacks in their order: the weight average first (validation, checkpoints and
+    the halving see it), the validation, the annealing (with a time limit), the halving, the
+    writers of ``options.out`` (when ``hooks.writes``) and the time limit, as ``hooks`` adapt them."""
+    out = Path(options.out)
+    writers = [
+        BestCheckpoint(out / "best.keras", best_cer=halving.best["val_cer"] if halving.best else float("inf")),
+        EpochLog(str(out / "log.csv"), append=resumed),
+        keras.callbacks.TensorBoard(str(out / "tensorboard"), write_graph=False, profile_batch=0),
+        ResumeState(out, halving),
+    ]
+    annealing = ([TimeBudgetAnnealing(time_limit, options.anneal)]
+                 if options.time_limit is not None and options.anneal is not None else [])
+    averaging = [WeightAveraging(options.ema)] if options.ema is not None else []
+    return hooks.callbacks([*averaging, hooks.validation(val_set, options), *annealing, halving,
+                            *(writers if hooks.writes else []), time_limit])
+
+
+def describe_run(options: TrainOptions, model: CtcModel, train_examples: int, val_examples: int) -> str:
+    """What is trained, on what and how, for the line printed before training starts."""
+    every = f"every {options.validate_every} updates" if options.validate_every else "every epoch"
+    spacing = "as written" if model.stroke_spacing is None else f"{model.stroke_spacing:.3f} of the height"
+    return (f"{model_name(options)} recognizer ({model.count_params():,} parameters, {len(model.charset)} characters) "
+            f"on {train_examples} {example_noun(options.kind)} (augmentation: {options.augment}, "
+            f"weight average: {'none' if options.ema is None else options.ema}, "
+            f"confidence penalty: {options.confidence_penalty:g}, stroke spacing: {spacing}), "
+            f"batches of up to {options.batch_pixels:,} pixels, validating on {val_examples} {every}")
+
+
+def finish_run(options: TrainOptions, hooks: TrainingHooks, summary: dict, collapse: str | None) -> None:
+    """Write ``summary.json`` and ``curves.png`` (when ``hooks.writes``), print the summary table
+    and warn once per job about a run that never left CTC's blank phase (``collapse``)."""
+    out = Path(options.out)
     if hooks.writes:
         (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         plot_curves(out / "log.csv", out / "curves.png", title=f"{model_name(options)} recognizer")
     if options.verbose:
         print_table(summary)
     if collapse is not None and hooks.writes:  # one warning per job, not one per Horovod worker
-        warnings.warn(collapse, stacklevel=2)
-    return summary
+        warnings.warn(collapse, stacklevel=3)
 
 
 def claim_run_folder(out: Path, resume: bool, overwrite: bool, clear: bool = True) -> None:
