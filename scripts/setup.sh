@@ -160,3 +160,7 @@ fi
 [ -n "${cxx:-}" ] || cxx=$(find_compiler)
 CXX="$cxx" TF_CPP_MIN_LOG_LEVEL=3 "$venv/bin/python" -m tfnhr.ops.scan_kernel \
   || die "the compiled MDLSTM scan did not build (see above)"
+# The build with Eigen's matrix products too: the fallback without the OpenBLAS wheel, the baseline
+# of benchmarks/scan_gemm.py and what a test compares the OpenBLAS build with (~60 s, once).
+CXX="$cxx" TF_CPP_MIN_LOG_LEVEL=3 TFNHR_KERNEL_GEMM=eigen "$venv/bin/python" -m tfnhr.ops.scan_kernel \
+  || die "the compiled MDLSTM scan with Eigen's products did not build (see above)"

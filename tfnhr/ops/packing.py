@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -388,11 +389,18 @@ def image_sizes_tensor(images: Images) -> tf.Tensor:
     """Per-example ``(H, W)`` as an int64 ``[B, 2]`` tensor; graph-safe (works in tf.function)."""
     if isinstance(images, tf.RaggedTensor):
         _check_ragged(images)
-        heights, row_widths = _ragged_lengths(images)
-        widths = tf.reduce_max(tf.RaggedTensor.from_row_lengths(row_widths, heights), axis=1)
-        return tf.stack([heights, tf.maximum(widths, 0)], axis=1)  # an empty example: (0, 0)
+        return _sizes_of_lengths(*_ragged_lengths(images))
     tensors = _check_list(images)
     return tf.cast(tf.stack([tf.shape(t)[:2] for t in tensors]), tf.int64)
+
+
+@tf.function(input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.int64)], autograph=False)
+def _sizes_of_lengths(heights: tf.Tensor, row_widths: tf.Tensor) -> tf.Tensor:
+    """``(H, W)`` int64 ``[B, 2]`` of the ``heights [B]`` and ``row_widths [sum H]`` of a ragged
+    batch (an empty example: ``(0, 0)``); one ``tf.function`` per process, so that the layers of
+    every traced model call it rather than building its ragged checks again."""
+    widths = tf.reduce_max(tf.RaggedTensor.from_row_lengths(row_widths, heights), axis=1)
+    return tf.stack([heights, tf.maximum(widths, 0)], axis=1)
 
 
 def _check_ragged(images: tf.RaggedTensor) -> None:
@@ -620,6 +628,19 @@ def _graph_planned_indices(heights: tf.Tensor, row_widths: tf.Tensor, max_width:
     return PackingIndices(pixel_index, source_index, placed.canvas_shape, heights, widths)
 
 
+@functools.lru_cache(maxsize=None)
+def _graph_planner_function(max_width: int | None, max_height: int | None, height_step: int,
+                            jit: bool) -> tf.types.experimental.GenericFunction:
+    """:func:`_graph_planned_indices` of one static configuration as a ``tf.function`` of the
+    int64 ``heights [B]`` and ``row_widths [sum H]``, made once per process: every layer and every
+    model traced in the process calls the same function instead of building the planner's ops
+    again (its loops and checks are most of a packed layer's tracing)."""
+    return tf.function(
+        functools.partial(_graph_planned_indices, max_width=max_width, max_height=max_height,
+                          height_step=height_step, jit=jit),
+        input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.int64)], autograph=False)
+
+
 PLANNERS = ("xla", "graph", "numpy")
 """Where :func:`pack_ragged_graph` plans: ``"xla"`` the graph planner compiled with XLA,
 ``"graph"`` the same in plain TensorFlow ops (portable: what exported models use), ``"numpy"``
@@ -665,8 +686,8 @@ def pack_ragged_graph(
     if planner == "numpy":
         indices = _numpy_planned_indices(heights, row_widths, max_width, max_height, height_step)
     else:
-        indices = _graph_planned_indices(heights, row_widths, max_width, max_height, height_step,
-                                         jit=planner == "xla")
+        plan = _graph_planner_function(max_width, max_height, height_step, jit=planner == "xla")
+        indices = PackingIndices(*plan(heights, row_widths))
     canvas = _canvas_from_pixels(_flat_pixels(images), indices)
     canvas = tf.ensure_shape(canvas, [None, None, None, images.shape[-1]])
     pixel_count = tf.size(indices.pixel_index, out_type=tf.int64)
