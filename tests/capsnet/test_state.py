@@ -27,6 +27,7 @@ def trained(seed: int, steps: int) -> keras.Model:
     return model
 
 
+@pytest.mark.slow
 def test_a_fresh_model_that_takes_the_state_continues_as_the_trained_one():
     source, target = trained(1, steps=2), trained(2, steps=0)
     assert source.name != target.name  # keys do not depend on the models' names

@@ -62,20 +62,29 @@ batch_pixels: 40000
 """TINY_NHR as a config file (what the two-worker run trains, from an HDF5 copy of the data)."""
 
 
+@pytest.fixture(scope="module")
+def nhr_job(horovodrun, synth, tmp_path_factory) -> tuple[list[str], Path]:
+    """``train.py --task nhr`` on two Gloo workers, 2 epochs of the tiny recognizer described by a
+    config file, on an HDF5 copy of ``synth``: its options (what ``tfnhr train`` takes too) and the
+    job's root (``rank0/``, ``rank1/``)."""
+    root = tmp_path_factory.mktemp("nhr_job")
+    (root / "tiny.yaml").write_text(TINY_NHR_CONFIG)
+    assert tfnhr_main(["convert", "--from", "synthetic", str(synth), "--out", str(root / "data.h5"),
+                       "--subsets", "train", "val", "--quiet"]) == 0
+    options = ["--data", str(root / "data.h5"), "--epochs", "2", "--seed", "3", "--config", str(root / "tiny.yaml")]
+    result, _ = launch(horovodrun, root / "direct", ["--task", "nhr", *options, "--out", "out"])
+    assert result.returncode == 0, output_tail(result)
+    assert "[1]<stdout>" not in result.stdout  # only rank 0 prints
+    return options, root / "direct"
+
+
 @pytest.mark.horovod
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_nhr_trains_on_two_workers_and_only_rank_0_writes(horovodrun, synth, tmp_path):
-    (tmp_path / "tiny.yaml").write_text(TINY_NHR_CONFIG)
-    assert tfnhr_main(["convert", "--from", "synthetic", str(synth), "--out", str(tmp_path / "data.h5"),
-                       "--subsets", "train", "val", "--quiet"]) == 0
-    result, _ = launch(horovodrun, tmp_path, ["--task", "nhr", "--data", str(tmp_path / "data.h5"), "--out", "out",
-                                              "--epochs", "2", "--config", str(tmp_path / "tiny.yaml")])
-    assert result.returncode == 0, output_tail(result)
-    out = tmp_path / "rank0" / "out"
+def test_nhr_trains_on_two_workers_and_only_rank_0_writes(nhr_job):
+    out = nhr_job[1] / "rank0" / "out"
     assert {path.name for path in out.iterdir()} == NHR_FILES
-    assert not list((tmp_path / "rank1").iterdir())
-    assert "[1]<stdout>" not in result.stdout  # only rank 0 prints
+    assert not list((nhr_job[1] / "rank1").iterdir())
     rows = list(csv.DictReader(open(out / "log.csv")))
     assert [row["epoch"] for row in rows] == ["1", "2"]  # counted from 1
     summary = json.loads((out / "summary.json").read_text())
@@ -116,21 +125,19 @@ def test_a_validation_set_too_small_to_shard_fails_on_both(horovodrun, synth, tm
 @pytest.mark.horovod
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_tfnhr_train_with_two_workers_is_the_horovod_job_of_its_options(horovodrun, synth, tmp_path):
+def test_tfnhr_train_with_two_workers_is_the_horovod_job_of_its_options(nhr_job, tmp_path):
     """``tfnhr train --workers 2 ...`` (with ``--verbose`` and an abbreviated ``--work=2``, which
     the workers do not take) trains exactly what ``horovodrun -np 2 train.py --task nhr ...``
     trains with the same options: the same losses and validation CERs, the same weights."""
-    options = ["--data", str(synth), "--epochs", "2", "--batch-pixels", "40000", "--seed", "3", *TINY_NHR]
+    options, direct = nhr_job
     handed_on = subprocess.run([sys.executable, "-m", "tfnhr.cli", "train", *options, "--out", str(tmp_path / "cli"),
                                 "--verbose", "--work=2"], cwd=REPO, env=JOB_ENV, capture_output=True, text=True,
                                timeout=300, check=False)
     assert handed_on.returncode == 0, output_tail(handed_on)
     assert "[1]<stderr>" in handed_on.stdout + handed_on.stderr  # a second rank ran
-    direct, _ = launch(horovodrun, tmp_path / "direct", ["--task", "nhr", *options, "--out", "out"])
-    assert direct.returncode == 0, output_tail(direct)
-    logs = [list(csv.DictReader(open(out / "log.csv"))) for out in (tmp_path / "cli", tmp_path / "direct" / "rank0" / "out")]
+    logs = [list(csv.DictReader(open(out / "log.csv"))) for out in (tmp_path / "cli", direct / "rank0" / "out")]
     assert [(row["loss"], row["val_cer"]) for row in logs[0]] == [(row["loss"], row["val_cer"]) for row in logs[1]]
-    models = [load_recognizer(out / "last.keras") for out in (tmp_path / "cli", tmp_path / "direct" / "rank0" / "out")]
+    models = [load_recognizer(out / "last.keras") for out in (tmp_path / "cli", direct / "rank0" / "out")]
     for mine, theirs in zip(models[0].get_weights(), models[1].get_weights()):
         np.testing.assert_array_equal(mine, theirs)
 

@@ -42,6 +42,7 @@ def test_synth_writes_an_export_style_folder(pages, capsys):
     assert "a page --layout writes lines of the default lengths" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_recognize_pages_writes_every_file_back(pages, tiny_model, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["recognize", "--pages", str(pages), "--out", str(out), "--model", str(tiny_model)]) == 0

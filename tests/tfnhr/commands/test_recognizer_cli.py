@@ -233,6 +233,7 @@ def test_a_run_folder_is_refused_without_resume_or_overwrite(workspace, tmp_path
     assert [row["epoch"] for row in csv.DictReader(open(run / "log.csv"))] == ["1"]  # the old rows are gone
 
 
+@pytest.mark.slow
 def test_model_files_that_are_not_models_are_named_as_such(workspace, tmp_path, capsys):
     (tmp_path / "random.keras").write_bytes(np.random.default_rng(0).bytes(1000))
     for model, message in [(workspace / "run", f"{workspace / 'run'} is a folder, not a model file: did you mean "

@@ -363,6 +363,7 @@ def test_column_entropy_matches_numpy_per_example():
     np.testing.assert_allclose(exact.numpy(), expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_training_step_subtracts_the_weighted_column_entropy_from_the_ctc_loss():
     """One ``train_step`` of plain SGD with the penalty moves every weight by minus the rate
     times the gradient of mean CTC loss - weight x mean summed entropy, computed here apart; and

@@ -83,6 +83,8 @@ def exported(tmp_path_factory):
     return {"root": root, "model": model, "export": root / "served" / "1", "exact": exact, "scaled": scaled}
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_export_leaves_the_models_planner_and_scan_as_they_were(exported, tmp_path):
     model = exported["model"]
     settings = {(layer.packing_planner, layer.scan_kernel) for layer in model.mdlstms}
@@ -90,6 +92,8 @@ def test_export_leaves_the_models_planner_and_scan_as_they_were(exported, tmp_pa
     assert {(layer.packing_planner, layer.scan_kernel) for layer in model.mdlstms} == settings == {("xla", "auto")}
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_export_needs_no_compiled_kernel(exported):
     """The training model scans with the compiled C++ ops; the SavedModel must not: TF Serving
     does not have tfnhr's kernel library."""
@@ -99,6 +103,8 @@ def test_export_needs_no_compiled_kernel(exported):
     assert b"TfnhrMdlstmScan" not in graph
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_export_folder_is_tf_serving_layout_and_versions_count_up(exported):
     root = exported["root"]
     assert (exported["export"] / "saved_model.pb").is_file()
@@ -112,6 +118,8 @@ def test_export_folder_is_tf_serving_layout_and_versions_count_up(exported):
         f"tfnhr export: error: {root / 'served' / '1'} exists already: choose another --version or remove it"]
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_fresh_process_without_tfnhr_reads_what_recognize_reads(exported, tmp_path):
     """The export, loaded by a Python that cannot import tfnhr, against ``tfnhr recognize`` (texts,
     confidences) and the Keras model's column scores."""
@@ -189,6 +197,7 @@ def test_in_graph_stroke_spacing_is_the_numpy_estimate():
                 np.testing.assert_array_equal(normalized, gray)
 
 
+@pytest.mark.slow
 def test_an_export_of_a_model_trained_on_normalized_spacing_reads_as_the_model_does(tmp_path):
     model = spacing_recognizer()
     grays = text_lines()
@@ -204,6 +213,7 @@ def test_an_export_of_a_model_trained_on_normalized_spacing_reads_as_the_model_d
     assert float(served.signatures["charset"]()["stroke_spacing"]) == pytest.approx(TARGET_SPACING)
 
 
+@pytest.mark.slow
 def test_an_export_of_a_model_with_a_stem_scores_as_the_model_does(tmp_path):
     """A stem's convolutions pad each example on its own in the exported graph too: the served
     column scores of lines of different widths, read together, are the Keras model's."""

@@ -368,6 +368,7 @@ def test_past_capacity_clients_get_503_with_retry_after_and_no_reset():
     assert [line.split()[-3] for line in log.getvalue().splitlines()].count("503") == 3
 
 
+@pytest.mark.slow
 def test_stalled_and_trickling_clients_get_408_within_the_timeouts():
     limits = Limits(header_timeout_s=0.6, body_timeout_s=0.6)
     with in_process_server(sizes, limits=limits) as (client, server, log):
