@@ -29,7 +29,7 @@ demo-horovod: setup
 test: setup
 	$(PY) -m pytest tests -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
-# The quick loop (about 2 min on 2 cores): no tests marked slow, horovod or subprocess (setup.cfg).
+# The quick loop (under 2 min on 2 cores): no tests marked slow, horovod or subprocess (setup.cfg).
 test-fast: setup
 	$(PY) -m pytest tests -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not horovod and not subprocess"
 

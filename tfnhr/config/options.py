@@ -6,12 +6,13 @@ A field declared with :func:`option` carries an :class:`Option` in its metadata:
 
     @dataclasses.dataclass
     class Settings:
-        epochs: int = option(80, "maximum passes over the training set", range=COUNT, config="epochs")
+        epochs: int = option(80, "maximum passes over the training set", range=COUNT,
+                             config="epochs", config_unit="passes")
 
-    add_option_arguments(parser, Settings)     # --epochs, checked while parsing, "(default: 80)" in --help
-    check_ranges(Settings(epochs=0))          # ValueError: epochs must be an integer >= 1, got 0
-    config_checks(Settings)["epochs"]          # (check, "an integer >= 1 (maximum passes ...)")
-    option_flags(Settings(epochs=5))           # ["--epochs", "5"]
+    add_option_arguments(parser, Settings)  # --epochs, checked while parsing
+    check_ranges(Settings(epochs=0))        # ValueError: epochs must be an integer >= 1, got 0
+    config_checks(Settings)["epochs"]       # (check, "an integer >= 1 (passes)")
+    option_flags(Settings(epochs=5))        # ["--epochs", "5"]
 """
 
 from __future__ import annotations
@@ -183,14 +184,14 @@ def given_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     return values
 
 
-def option_flags(values: Any, always: Sequence[str] = ()) -> list[str]:
+def option_flags(values: Any) -> list[str]:
     """Command-line words that reproduce dataclass instance ``values``: the flags of every
-    declared field whose value differs from its default, and of those named in ``always``.
+    declared field whose value differs from its default (a required field has none).
     ``ValueError`` for such a field that no flag sets."""
     words: list[str] = []
     for field, spec in declared(type(values)):
         value = getattr(values, field.name)
-        if value == field.default and field.name not in always:
+        if value == field.default:
             continue
         name = flag_name(field, spec)
         if name is None:
@@ -230,7 +231,8 @@ def config_checks(cls: type) -> dict[str, tuple[Callable[[Any], bool], str]]:
             def check(value: Any, range_: Range = range_) -> bool:
                 return range_.holds(value) and (not range_.integer or value is None or isinstance(value, int))
 
-            checks[spec.config] = (check, f"{range_.describe().replace(' or none', ' or null')} ({spec.config_unit})")
+            unit = f" ({spec.config_unit})" if spec.config_unit else ""
+            checks[spec.config] = (check, f"{range_.describe().replace(' or none', ' or null')}{unit}")
         else:
             checks[spec.config] = ((lambda value: isinstance(value, bool)), "true or false")
     return checks
