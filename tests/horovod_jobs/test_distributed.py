@@ -35,7 +35,7 @@ from horovod_jobs.distributed import (FAILURE_TIMEOUTS, AverageMetrics, AverageM
 from tests.helpers.environment import REPO
 from tests.helpers.horovod_workers import distributed_checks
 from tests.helpers.horovod_workers.distributed_checks import (AVERAGE_EVERY, CLIPNORM, LEARNING_RATE, N,
-                                                             linear_model, rank_data)
+                                                              linear_model, rank_data)
 
 WORKER = Path(distributed_checks.__file__)
 """The worker program (a helper module, also imported here for its constants)."""

@@ -45,8 +45,8 @@ if __name__ == "__main__":  # python -m tfnhr.commands.main_job: before the impo
     quiet_libraries("tfnhr.commands.main_job")
 
 from tfnhr.config.choices import (AUGMENT_LEVELS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS, MAIN_JOB_BATCH_PIXELS,
-                           MAIN_JOB_BLOCKS, MAIN_JOB_HEIGHT, MAIN_JOB_PIXELS_PER_LINE, MAIN_JOB_PRESETS,
-                           MODEL_PRESETS, TRAIN_FONT_SETS)
+                                  MAIN_JOB_BLOCKS, MAIN_JOB_HEIGHT, MAIN_JOB_PIXELS_PER_LINE, MAIN_JOB_PRESETS,
+                                  MODEL_PRESETS, TRAIN_FONT_SETS)
 from tfnhr.config.options import DefaultsHelpFormatter, declaration, option_flags
 from tfnhr.data.synthetic import handwriting, iam_writer
 from tfnhr.data.samples import TextImageSet

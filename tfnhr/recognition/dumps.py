@@ -30,7 +30,7 @@ import tensorflow as tf
 from tfnhr.config.choices import DEFAULT_BATCH_PIXELS
 from tfnhr.data.dataset import IMAGES_SPEC
 from tfnhr.data.formats.hdf5 import (AtomicHdf5File, RaggedColumn, StringColumn, open_hdf5, read_index, read_rows,
-                             read_strings, reading)
+                                     read_strings, reading)
 from tfnhr.data.samples import TextImageSet
 from tfnhr.recognition.transcriber import Transcriber
 from tfnhr.models.ctc_model import CtcModel

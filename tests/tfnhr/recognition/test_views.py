@@ -21,7 +21,7 @@ from tfnhr.lm import build_arpa
 from tfnhr.recognition.transcriber import Transcriber
 from tfnhr.models import build_recognizer
 from tfnhr.recognition.views import (View, agreed_readings, best_candidate, check_shears, check_widths, ctc_log_likelihoods,
-                                  decode_views, scale_width, shear_image, views)
+                                     decode_views, scale_width, shear_image, views)
 from tests.helpers.tiny_models import tiny_recognizer
 
 CHARSET = Charset("ab")

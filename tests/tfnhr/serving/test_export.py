@@ -27,7 +27,7 @@ from tfnhr.decoding import greedy_decode
 from tests.tfnhr.recognition.test_transcriber import TARGET_SPACING, spacing_recognizer, text_lines
 from tfnhr.data.spacing import normalize_spacing, spacing_factor
 from tfnhr.serving.export import (confidences, export_recognizer, greedy_texts, normalize_spacing_graph, scale_gray,
-                          spacing_factor_graph)
+                                  spacing_factor_graph)
 from tfnhr.recognition.transcriber import Transcriber, confidence
 from tfnhr.models import build_recognizer
 

@@ -39,7 +39,7 @@ from tfnhr.data.formats.iam import SPLIT_FOLDER_NAMES, read_split_ids
 from tfnhr.data.images import ImageReadError, load_gray, scale_to_height
 from tfnhr.data.pages.line_cutting import LineCut, LineCutError, cut_line
 from tfnhr.data.pages.layout import (InvalidLayoutError, LayoutLine, NotLayoutError, PageLayout,
-                                    layout_format, read_layout)
+                                     layout_format, read_layout)
 from tfnhr.data.samples import TextImageSet
 from tfnhr.runtime.progress import Progress
 

@@ -10,7 +10,7 @@ import pytest
 
 from tfnhr.config.choices import PAGE_LAYOUTS
 from tfnhr.data.pages.layout import (InvalidLayoutError, NotLayoutError, clean_text, layout_format,
-                                    parse_points, read_layout)
+                                     parse_points, read_layout)
 from tfnhr.data.synthetic.pages import LAYOUT_FORMATS, SUBSET_FOLDERS, render_page, write_pages
 from tests.helpers.page_fixtures import (ALTO_MM10, PAGE_2010_POINTS, TRANSKRIBUS_LINES, TRANSKRIBUS_PAGE,
                                          write_page)

@@ -14,7 +14,7 @@ from PIL import Image
 from tfnhr.data.formats.hdf5 import load_hdf5_set
 from tfnhr.data.pages.layout import NotLayoutError
 from tfnhr.data.pages.reading import (SKIP_KINDS, Skips, find_layout_files, is_pages_folder, load_page_subset,
-                              page_examples, seeded_split, split_page_ids)
+                                      page_examples, seeded_split, split_page_ids)
 from tfnhr.data.sources import convert_to_hdf5, load_data_subset
 from tfnhr.data.synthetic.pages import render_page, write_pages
 from tests.helpers.page_fixtures import ALTO_MM10, TRANSKRIBUS_LINES, TRANSKRIBUS_PAGE, write_page
