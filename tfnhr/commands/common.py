@@ -1,6 +1,6 @@
 """What the ``tfnhr`` sub-commands share: argument types, the decoder's argument group and the
-one error wrapper (the data arguments and the help formatter are in :mod:`tfnhr.config`). Only :mod:`tfnhr.config.choices` is imported at the top, so ``--help`` needs no
-TensorFlow."""
+one error wrapper (the data arguments and the help formatter are in :mod:`tfnhr.config`). Only
+:mod:`tfnhr.config` is imported at the top, so ``--help`` needs no TensorFlow."""
 
 from __future__ import annotations
 

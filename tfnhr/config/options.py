@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tfnhr.config.ranges import Range, each
+from tfnhr.config.ranges import Range, check_each, each
 
 NO_FLAG = ""
 """:attr:`Option.flag` of a field that no command line sets (it comes from elsewhere, e.g. a config file)."""
@@ -115,9 +115,7 @@ def check_ranges(values: Any) -> None:
         if spec.range is not None:
             spec.range.check(field.name, value)
         if spec.each is not None:
-            for number in value or ():
-                if not spec.each.holds(number):
-                    raise ValueError(f"every {field.name} must be {spec.each.describe()}, got {tuple(value)!r}")
+            check_each(field.name, value, spec.each)
         if spec.choices is not None and spec.config_check is None and value not in spec.choices:
             raise ValueError(f"{field.name} must be one of {spec.choices}, got {value!r}")
 
@@ -217,14 +215,11 @@ def config_checks(cls: type) -> dict[str, tuple[Callable[[Any], bool], str]]:
     for _field, spec in declared(cls):
         if spec.config is None:
             continue
-        if spec.config_names is not None:
-            names = tuple(spec.config_names)
-            checks[spec.config] = ((lambda value, names=names: value in names), f"one of {', '.join(names)}")
-        elif spec.config_check is not None:
+        names = tuple(spec.config_names) if spec.config_names is not None else spec.choices
+        if spec.config_check is not None:
             checks[spec.config] = (spec.config_check, spec.config_unit)
-        elif spec.choices is not None:
-            choices = spec.choices
-            checks[spec.config] = ((lambda value, choices=choices: value in choices), f"one of {', '.join(choices)}")
+        elif names is not None:
+            checks[spec.config] = ((lambda value, names=names: value in names), f"one of {', '.join(names)}")
         elif spec.range is not None:
             range_ = spec.range
 

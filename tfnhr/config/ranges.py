@@ -2,8 +2,9 @@
 before any work) and the option classes (checked for config files and Python callers).
 TensorFlow-free.
 
-A :class:`Range` checks one number; :func:`each` checks every number of a tuple; :data:`TRAIN`
-holds the ranges of :class:`~tfnhr.training.TrainOptions`' fields.
+A :class:`Range` checks one number; :func:`each` parses and :func:`check_each` checks every number
+of a tuple. The training options declare their ranges with the options themselves
+(:mod:`tfnhr.config.train_options`).
 """
 
 from __future__ import annotations
@@ -109,26 +110,3 @@ SHEAR = Range(-1, 1)
 """A shear of a line image, px of horizontal shift per px of height (the width ensemble's ``--shears``)."""
 PROBABILITY_BELOW_ONE = Range(0, 1, high_open=True)
 """Dropout and similar rates: 1 would drop everything."""
-
-TRAIN: dict[str, Range] = {
-    "dropout": PROBABILITY_BELOW_ONE,
-    "height": Range(1, integer=True, none=True),
-    "batch_pixels": Range(1, integer=True, none=True),
-    "epochs": COUNT,
-    "learning_rate": POSITIVE,
-    "clipnorm": Range(0, low_open=True, none=True),
-    "halve_start": Range(0, 1, low_open=True, none=True),
-    "halve_patience": COUNT,
-    "halve_margin": Range(0, 10),
-    "validate_every": Range(1, integer=True, none=True),
-    "anneal": Range(0, 1, high_open=True, none=True),
-    "sort_window": COUNT,
-    "ema": Range(0, 1, high_open=True, none=True),
-    "confidence_penalty": Range(0, 10),
-    "threads": Range(0, integer=True, none=True),
-    "seed": NONNEGATIVE_COUNT,
-    "max_train": Range(1, integer=True, none=True),
-    "max_val": Range(1, integer=True, none=True),
-    "time_limit": Range(0, none=True),  # 0: stop after the first epoch
-}
-"""The range of each numeric :class:`~tfnhr.training.TrainOptions` field."""

@@ -13,7 +13,8 @@ Layout::
     }
 
 Only ``network`` is required. :data:`TRAINING_KEYS` lists the training parameters, with what each
-may hold (each is the ``config`` key of a :class:`~tfnhr.config.train_options.TrainOptions` field); any other key is an error (a typo must not be ignored). ``optimizer`` is a name
+may hold (each is the ``config`` key of a :class:`~tfnhr.config.train_options.TrainOptions`
+field); any other key is an error (a typo must not be ignored). ``optimizer`` is a name
 (``adam``, ``sgd``, ``rmsprop``, ``nadam``, ``adagrad``, ``adadelta``) or a mapping with
 ``class`` and that Keras optimizer's arguments (e.g. ``{"class": "sgd", "momentum": 0.9,
 "nesterov": true}``). ``schedule`` is ``halve_on_either|both|cer|wer`` (Wenniger et al. 2019's learning rate
