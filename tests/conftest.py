@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,30 @@ def repo() -> Path:
 
 
 @pytest.fixture(scope="session")
-def horovodrun() -> Path:
-    """The venv's ``horovodrun`` launcher."""
+def horovodrun_console_script() -> Path:
+    """The venv's ``horovodrun`` console script, as users start it."""
     path = VENV_BIN / "horovodrun"
     if not path.exists():
         pytest.fail(f"{path} missing: run scripts/setup.sh (it builds Horovod)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def horovodrun(horovodrun_console_script, tmp_path_factory) -> Path:
+    """The jobs' ``horovodrun``: Horovod's own launcher (``horovod.runner.launch.run_commandline``),
+    with the answers of its build check (are Gloo and MPI built?) asked once per test process here
+    instead of at every launch, where each asks costs a fresh TensorFlow import (~3.5 s of CPU).
+    ``tests/project/test_stack.py`` runs the console script itself, build check included."""
+    import horovod.tensorflow as hvd
+
+    built = {"gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built())}
+    path = tmp_path_factory.mktemp("launcher") / "horovodrun"
+    path.write_text(f"#!{sys.executable}\n"
+                    "import sys\n"
+                    "from horovod.runner import launch\n"
+                    f"launch.gloo_built = lambda verbose=False: {built['gloo']}\n"
+                    f"launch.mpi_built = lambda verbose=False: {built['mpi']}\n"
+                    "if __name__ == '__main__':\n"
+                    "    sys.exit(launch.run_commandline())\n")
+    path.chmod(0o755)
     return path

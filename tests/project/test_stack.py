@@ -56,10 +56,10 @@ def launcher_check_build(horovodrun) -> dict[str, list[str]]:
 
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_check_build_answers_as_the_launcher_does(horovod_build, horovodrun):
+def test_check_build_answers_as_the_launcher_does(horovod_build, horovodrun_console_script):
     """The same controllers and tensor operations as ``horovodrun --check-build``; its frameworks
     less those whose extension was never built (it marks PyTorch whenever PyTorch imports)."""
-    launcher = launcher_check_build(horovodrun)
+    launcher = launcher_check_build(horovodrun_console_script)
     assert horovod_build["controllers"] == launcher["controllers"]
     assert horovod_build["tensor_operations"] == launcher["tensor_operations"]
     assert set(horovod_build["frameworks"]) <= set(launcher["frameworks"])
@@ -84,8 +84,8 @@ def run_smoke(command: list[str], size: int) -> list[dict]:
 @pytest.mark.horovod
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_two_gloo_workers_allreduce_to_closed_form(horovodrun):
-    reports = run_smoke([str(horovodrun), "-np", "2", "-H", "localhost:2", "--gloo"], size=2)
+def test_two_gloo_workers_allreduce_to_closed_form(horovodrun_console_script):
+    reports = run_smoke([str(horovodrun_console_script), "-np", "2", "-H", "localhost:2", "--gloo"], size=2)
     for report in reports:
         assert report["size"] == 2
         assert report["ok"], report["checks"]
