@@ -67,6 +67,28 @@ class Option:
     model: bool = False
 
 
+class OptionError(ValueError):
+    """A problem the caller fixes by changing a setting, named in the caller's own terms.
+
+    ``template`` holds ``{name}`` placeholders; each keyword gives a placeholder's two spellings,
+    ``(python, command_line)`` (the same twice for a value such as a path). ``str(error)`` speaks Python (what the API caller sets),
+    :meth:`for_command_line` speaks flags (what the CLIs print)::
+
+        error = OptionError("continue it with {resume}", resume=("resume=True", "--resume"))
+        str(error)                 # 'continue it with resume=True'
+        error.for_command_line()   # 'continue it with --resume'
+    """
+
+    def __init__(self, template: str, **settings: tuple[str, str]):
+        self.template = template
+        self.settings = settings
+        super().__init__(template.format(**{name: python for name, (python, _) in settings.items()}))
+
+    def for_command_line(self) -> str:
+        """The message with the settings spelled as command-line flags."""
+        return self.template.format(**{name: flag for name, (_, flag) in self.settings.items()})
+
+
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Help that ends an option's line with its default where that says something: not for
     flags (no value: off unless given), options whose default is ``None`` (their help says what happens

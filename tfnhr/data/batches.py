@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tfnhr.config.options import OptionError
+
 
 def pixel_budget_batches(pixels: Sequence[int], budget: int, order: Sequence[int]) -> list[list[int]]:
     """Split ``order`` (example indices) into consecutive batches of at most ``budget`` pixels.
@@ -77,11 +79,13 @@ def steps_per_epoch(pixels: Sequence[int], budget: int, workers: int = 1) -> int
     everything), and :func:`split_into_batches` makes batches of at most ``shard / n + largest``
     pixels, so each batch stays within the budget. Never more batches than examples.
 
-    Raises ``ValueError`` unless the budget holds two of the largest example."""
+    Raises :class:`~tfnhr.config.options.OptionError` unless the budget holds two of the largest example."""
     largest, total = int(max(pixels)), int(sum(pixels))
     if budget < 2 * largest:
-        raise ValueError(f"the pixel budget {budget} must hold two of the largest example ({largest} "
-                         "pixels): raise the budget (--batch-pixels) or scale the images down (--height)")
+        raise OptionError("the pixel budget {budget} must hold two of the largest example ({largest} pixels): "
+                          "raise the budget ({batch_pixels}) or scale the images down ({height})",
+                          budget=(str(budget),) * 2, largest=(str(largest),) * 2,
+                          batch_pixels=("batch_pixels", "--batch-pixels"), height=("height", "--height"))
     return min(-(-(total + (workers - 1) * largest) // (workers * (budget - largest))), len(pixels))
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from tfnhr.charset import Charset
 from tfnhr.config.choices import DECODERS
+from tfnhr.config.options import OptionError
 from tfnhr.decoding.beam import BeamSearchDecoder
 from tfnhr.decoding.greedy import GreedyDecoder, greedy_decode, greedy_decode_batch, log_softmax
 
@@ -50,7 +51,8 @@ def make_decoder(name: str, charset: Charset, beam_width: int = 25, lm: str | Pa
     if name == "beam":
         return BeamSearchDecoder(charset, beam_width=beam_width, processes=processes)
     if lm is None:
-        raise ValueError("the beam+lm decoder needs --lm (an ARPA file from tfnhr lm build)")
+        raise OptionError("the beam+lm decoder needs {lm} (an ARPA file from tfnhr lm build)",
+                          lm=("an lm path", "--lm"))
     return BeamSearchDecoder(charset, beam_width=beam_width, lm_path=lm, alpha=alpha, beta=beta,
                              closed_vocabulary=closed_vocabulary, processes=processes)
 

@@ -5,6 +5,8 @@ batched into single model calls.
 
 * :mod:`tfnhr.serving.export` — the SavedModel with in-graph image decoding, packing and greedy
   decoding.
+* :mod:`tfnhr.serving.graph_images` — image files to gray levels in graph ops, as the Python reader
+  gives them.
 
 * :mod:`tfnhr.serving.batcher` — the queue and the worker thread that owns the model
   (independent of HTTP and of the model: it batches items for any ``list -> list`` callable).

@@ -1,14 +1,15 @@
 """A trained recognizer as a SavedModel that runs without Python's tfnhr: TF Serving, C++/Java/Go
 ``LoadSavedModel``, or ``tf.saved_model.load`` in a process that has only TensorFlow.
 
-Everything a reading needs is in the graph: image decoding (PNG, JPEG, GIF, BMP), conversion to
-gray, scaling to the model's input height (and to its stroke spacing, for a model trained so),
-packing (the graph planner, :mod:`tfnhr.ops.graph_planner`, in plain TensorFlow ops: TF Serving
-refuses XLA on CPU by default), the network, greedy CTC decoding and the confidence. Signatures:
+Everything a reading needs is in the graph: image decoding and conversion to gray
+(:mod:`tfnhr.serving.graph_images`: PNG, JPEG, GIF, BMP), scaling to the model's input height
+(and to its stroke spacing, for a model trained so), packing (the graph planner,
+:mod:`tfnhr.ops.graph_planner`, in plain TensorFlow ops: TF Serving refuses XLA on CPU by default),
+the network, greedy CTC decoding and the confidence. Signatures:
 
 ``recognize(images: string [B])`` -> ``text: string [B]``, ``confidence: float32 [B]``
-    Encoded image files. Gray levels as :func:`tfnhr.data.images.load_gray` gives them for 8-bit
-    images (Pillow's ITU-R 601-2 luma for colour, the alpha channel ignored), scaled as
+    Encoded image files. Gray levels as :func:`tfnhr.data.images.load_gray` gives them (within one
+    level; 16-bit samples, colour, alpha and EXIF orientation included), scaled as
     :func:`tfnhr.data.images.scale_to_height` (bilinear, antialiased; TensorFlow's resampling,
     not Pillow's, so a scaled image may differ by a gray level here and there), for a model
     trained on normalized stroke spacing scaled in width as
@@ -36,43 +37,13 @@ from pathlib import Path
 import tensorflow as tf
 
 from tfnhr.charset import BLANK_INDEX
+from tfnhr.config.options import OptionError
 from tfnhr.data.spacing import FACTOR_LIMITS, MIN_CONTRAST, PAPER_RANK
 from tfnhr.models.ctc_model import CtcModel
+from tfnhr.serving.graph_images import decode_gray, scale_gray
 
 SIGNATURES = ("recognize", "scores", "charset", "serving_default")
 """The signature names of an export (``serving_default`` is ``recognize``)."""
-
-
-def decode_gray(data: tf.Tensor) -> tf.Tensor:
-    """Encoded image bytes (scalar string) -> uint8 ``[H, W]`` gray: 8-bit channels as decoded,
-    colour to gray with Pillow's fixed-point luma ``(19595 R + 38470 G + 7471 B + 32768) >> 16``,
-    alpha dropped."""
-    image = tf.io.decode_image(data, channels=0, dtype=tf.uint8, expand_animations=False)
-    image.set_shape([None, None, None])
-    channels = tf.cast(image, tf.int32)
-
-    def luma():
-        weighted = channels[..., 0] * 19595 + channels[..., 1] * 38470 + channels[..., 2] * 7471 + 32768
-        return tf.cast(tf.bitwise.right_shift(weighted, 16), tf.uint8)
-
-    return tf.cond(tf.shape(image)[2] >= 3, luma, lambda: image[..., 0])
-
-
-def scale_gray(gray: tf.Tensor, height: int | None) -> tf.Tensor:
-    """uint8 ``[H, W]`` -> uint8 ``[height, W']``, ``W' = max(1, round(W * height / H))`` (half to
-    even, as Python's ``round``), bilinear with antialiasing; unchanged at ``height`` or ``None``."""
-    if height is None:
-        return gray
-    size = tf.shape(gray, out_type=tf.int64)
-    width = tf.maximum(tf.constant(1, tf.int64), tf.cast(tf.round(
-        tf.cast(size[1], tf.float64) * height / tf.cast(size[0], tf.float64)), tf.int64))
-
-    def resize():
-        scaled = tf.image.resize(tf.cast(gray, tf.float32)[..., None], tf.cast(tf.stack([height, width]), tf.int32),
-                                 method="bilinear", antialias=True)[..., 0]
-        return tf.cast(tf.clip_by_value(tf.round(scaled), 0, 255), tf.uint8)
-
-    return tf.cond(tf.equal(size[0], height), lambda: gray, resize)
 
 
 def spacing_factor_graph(gray: tf.Tensor, target: float) -> tf.Tensor:
@@ -229,13 +200,14 @@ def export_recognizer(model: CtcModel, out: str | Path, version: int | None = No
     Returns:
       The version directory written.
     Raises:
-      FileExistsError: ``out/<version>`` exists already.
+      OptionError: ``out/<version>`` exists already.
     """
     out = Path(out)
     version = next_version(out) if version is None else version
     target = out / str(version)
     if target.exists():
-        raise FileExistsError(f"{target} exists already: choose another --version or remove it")
+        raise OptionError("{target} exists already: choose another {version} or remove it",
+                          target=(str(target),) * 2, version=("version", "--version"))
     module = RecognizerExport(model)
     with plain_planner(model):  # the functions are traced while saving
         tf.saved_model.save(module, str(target), signatures={

@@ -38,6 +38,7 @@ import keras
 import tensorflow as tf
 
 from tfnhr.config.choices import example_noun
+from tfnhr.config.options import OptionError
 from tfnhr.charset import Charset
 from tfnhr.data.augment import make_augmenter
 from tfnhr.data.batches import auto_batch_pixels
@@ -59,8 +60,12 @@ from tfnhr.training.callbacks import (BestCheckpoint, EpochLog, LearningRateHalv
 from tfnhr.config.train_options import TrainOptions
 
 RESUME_FILES = ("last.keras", "state.json")
-RUN_FILES = ("best.keras", *RESUME_FILES, "log.csv", "summary.json", "curves.png", "charset.json", "tensorboard")
-"""What a run writes into its folder; a folder holding any of them is a run (see :func:`claim_run_folder`)."""
+RUN_FILES = ("best.keras", *RESUME_FILES, "log.csv", "summary.json", "curves.png")
+"""What a run writes once it has trained and validated; a folder holding any of them is a run
+(see :func:`claim_run_folder`)."""
+START_FILES = ("charset.json", "tensorboard")
+"""What a run writes as training starts: left alone by a run that failed before its first
+validation, they belong to no run and the next run in the folder replaces them."""
 
 
 def make_optimizer(spec: str | dict, learning_rate: float, clipnorm: float | None):
@@ -168,12 +173,10 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
     model, best_weights = resumed_model(out) if state is not None else new_model(options, train_set)
     model.confidence_penalty = options.confidence_penalty  # a training setting, not saved with the model
     hooks.prepare_model(model)
-    if hooks.writes:
-        model.charset.save(out / "charset.json")
-
     loaded_examples = len(train_set)
     with data_warnings(hooks):
         train_set = trainable_lines(train_set, model)
+    open_run_folder(options, hooks, model.charset)
     if options.batch_pixels is None:
         options = dataclasses.replace(options, batch_pixels=auto_batch_pixels(train_set.pixels()))
     initial_epoch = state["epoch"] if state else 0
@@ -218,13 +221,29 @@ def train(options: TrainOptions, hooks: TrainingHooks | None = None) -> dict:
 
 
 def start_run(options: TrainOptions, hooks: TrainingHooks) -> None:
-    """Before anything is read: claim ``options.out`` (refusing a run there unless resumed or
-    overwritten), size the thread pools, seed every generator and make the folder."""
-    claim_run_folder(Path(options.out), options.resume, options.overwrite, clear=hooks.writes)
+    """Before anything is read: check that ``options.out`` may take the run (refusing an earlier
+    run there unless resumed or overwritten), size the thread pools and seed every generator.
+    Nothing is written until :func:`open_run_folder`."""
+    claim_run_folder(Path(options.out), options.resume, options.overwrite)
     use_threads(options, hooks)
-    if hooks.writes:
-        Path(options.out).mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(options.seed)
+
+
+def open_run_folder(options: TrainOptions, hooks: TrainingHooks, charset: Charset) -> None:
+    """Once the data are read and the model is built, just before training: make ``options.out``
+    (on the process that writes), delete what an earlier run left there when not resuming (its
+    :data:`START_FILES`; its :data:`RUN_FILES` too with ``overwrite``) and write ``charset.json``."""
+    if not hooks.writes:
+        return
+    out = Path(options.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not options.resume:
+        for name in (*START_FILES, *(RUN_FILES if options.overwrite else ())):
+            if (out / name).is_dir():
+                shutil.rmtree(out / name)
+            elif (out / name).exists():
+                (out / name).unlink()
+    charset.save(out / "charset.json")
 
 
 def new_model(options: TrainOptions, train_set: TextImageSet) -> tuple[CtcModel, None]:
@@ -309,20 +328,18 @@ def finish_run(options: TrainOptions, hooks: TrainingHooks, summary: dict, colla
         warnings.warn(collapse, stacklevel=3)
 
 
-def claim_run_folder(out: Path, resume: bool, overwrite: bool, clear: bool = True) -> None:
+def claim_run_folder(out: Path, resume: bool, overwrite: bool) -> None:
     """Check that training may write into ``out``: a folder holding an earlier run
-    (:data:`RUN_FILES`) needs ``resume`` (continue it) or ``overwrite`` (then, if ``clear``, its
-    run files are deleted first, so that none of them is mistaken for the new run's);
-    ``ValueError`` naming both otherwise. A new or empty folder, or one with other files, is fine."""
+    (:data:`RUN_FILES`) needs ``resume`` (continue it) or ``overwrite`` (replace it; its files are
+    deleted by :func:`open_run_folder`, once the new run is about to train);
+    :class:`~tfnhr.config.options.OptionError` naming both otherwise. A new or empty folder, one
+    with other files, or one that a failed start left (:data:`START_FILES` only) is fine."""
     earlier = [name for name in RUN_FILES if (out / name).exists()]
-    if not earlier or resume:
-        return
-    if not overwrite:
-        raise ValueError(f"{out} already holds a training run ({', '.join(earlier)}): pass --resume to continue "
-                         f"it, --overwrite to replace it, or another --out")
-    if clear:
-        for name in earlier:
-            shutil.rmtree(out / name) if (out / name).is_dir() else (out / name).unlink()
+    if earlier and not resume and not overwrite:
+        raise OptionError("{path} already holds a training run ({files}): continue it with {resume}, replace it "
+                          "with {overwrite}, or choose another {out}", path=(str(out),) * 2,
+                          files=(", ".join(earlier),) * 2, resume=("resume=True", "--resume"),
+                          overwrite=("overwrite=True", "--overwrite"), out=("out folder", "--out"))
 
 
 def stop_reason(halving: LearningRateHalving, time_limit: TimeLimit, options: TrainOptions, epochs: int) -> str:

@@ -14,6 +14,8 @@ from PIL import Image
 
 from tfnhr.charset import Charset
 from tfnhr.config.choices import ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS
+from tfnhr.config.options import OptionError
+from tfnhr.config.train_options import TrainOptions
 from tfnhr.cli import main
 from tfnhr.data.synthetic import handwriting
 from tfnhr.data.images import load_gray
@@ -22,6 +24,7 @@ from tfnhr.data.sources import load_data_subset
 from tfnhr.data.dataset import make_dataset
 from tfnhr.decoding import greedy_decode_batch
 from tfnhr.recognition.transcriber import Transcriber
+from tfnhr.training import train as train_recognizer
 from tfnhr.evaluation.metrics import error_rate
 from tfnhr.models import build_recognizer
 from tests.helpers.environment import VENV_BIN
@@ -224,13 +227,39 @@ def test_a_run_folder_is_refused_without_resume_or_overwrite(workspace, tmp_path
              "--batch-pixels", "40000", "--max-train", "8", "--max-val", "3", *TINY_MODEL]
     assert main(train) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"tfnhr train: error: {run} already holds a training run (best.keras, log.csv, "
-                          "summary.json): pass --resume to continue it, --overwrite to replace it")
+    assert err == (f"tfnhr train: error: {run} already holds a training run (best.keras, log.csv, summary.json): "
+                   "continue it with --resume, replace it with --overwrite, or choose another --out\n")
     assert (run / "best.keras").read_bytes() == before
     assert main([*train, "--overwrite"]) == 0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["train_examples"] == 8 and summary["stop_reason"] == "epochs: all 1 epochs run"
     assert [row["epoch"] for row in csv.DictReader(open(run / "log.csv"))] == ["1"]  # the old rows are gone
+
+
+@pytest.mark.slow
+def test_a_failed_start_leaves_nothing_and_its_corrected_rerun_runs(workspace, tmp_path, capsys):
+    """Invalid data and data too narrow for the model write nothing; the corrected command then runs
+    without --overwrite, also over what a start that failed later (in training) left behind; the
+    Python API's refusal names its own settings."""
+    run = tmp_path / "run"
+    train = ["train", "--data", str(workspace / "synth"), "--out", str(run), "--epochs", "1", "--quiet",
+             "--batch-pixels", "40000", "--max-train", "8", "--max-val", "3", *TINY_MODEL]
+    assert main([*train[:2], str(tmp_path / "missing"), *train[3:]]) == 2
+    with pytest.warns(UserWarning, match="dropped 8 of 8 examples too narrow"):
+        assert main([*train, "--block", "8x8"]) == 2  # 64 input columns per output column: every line too narrow
+    assert "every example is too narrow" in capsys.readouterr().err
+    assert not run.exists()
+    run.mkdir()
+    (run / "charset.json").write_text("{}")  # what a run that failed in its first epoch leaves
+    (run / "tensorboard").mkdir()
+    (run / "tensorboard" / "events.stale").write_text("")
+    assert main(train) == 0, capsys.readouterr().err
+    assert not (run / "tensorboard" / "events.stale").exists()
+    assert json.loads((run / "summary.json").read_text())["train_examples"] == 8
+    options = TrainOptions(data=str(workspace / "synth"), out=str(run), epochs=1, verbose=0)
+    with pytest.raises(OptionError, match="continue it with resume=True, replace it with overwrite=True, "
+                                          "or choose another out folder$"):
+        train_recognizer(options)
 
 
 @pytest.mark.slow
