@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         importlib.import_module(f"tfnhr.commands.{name}").register(commands)
     for command in leaf_parsers(parser):
-        command.add_argument("--verbose", action="store_true",
+        command.add_argument("--verbose", action="store_true", dest="library_logs",
                              help="show TensorFlow's log lines and warnings with their source lines")
     return parser
 
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tfnhr`` console script."""
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for commands that hand their options on
-    quiet_libraries(f"tfnhr {args.command}", args.verbose)
+    quiet_libraries(f"tfnhr {args.command}", args.library_logs)
     return args.run(args)
 
 

@@ -98,6 +98,8 @@ def _read_gray(source: str | Path | io.BytesIO, name: str) -> np.ndarray:
             gray = gray_levels(image, name)
     except FileNotFoundError as error:
         raise ImageReadError(f"{name}: no such image file") from error
+    except IsADirectoryError as error:
+        raise ImageReadError(f"{name}: a folder, not an image file") from error
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         if isinstance(error, ImageReadError):
             raise
