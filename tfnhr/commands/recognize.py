@@ -81,7 +81,9 @@ def _transcriber(args: argparse.Namespace):
 
 def run_pages(args: argparse.Namespace) -> int:
     """Fill the layout files of ``--pages`` into ``--out``; print a JSON summary. Skipped lines,
-    pages and files are counted in warnings."""
+    pages and files are counted in warnings; exit status 1 when a page was skipped (or none was
+    filled), 0 when every page was."""
+    from tfnhr.data.pages.reading import PAGE_SKIPS
     from tfnhr.recognition.pages import page_sources, recognize_pages
 
     if args.out.exists() and not args.out.is_dir():
@@ -91,7 +93,8 @@ def run_pages(args: argparse.Namespace) -> int:
     summary, skips = recognize_pages(sources, args.out, transcriber.read, progress=True)
     skips.warn("--pages")
     print(json.dumps(summary.to_json(), indent=1))
-    return 0 if summary.pages else 1
+    skipped_pages = sum(skips.count(kind) for kind in PAGE_SKIPS)
+    return 0 if summary.pages and not skipped_pages else 1
 
 
 def run_images(args: argparse.Namespace) -> int:

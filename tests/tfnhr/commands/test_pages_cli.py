@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -56,6 +57,20 @@ def test_recognize_pages_writes_every_file_back(pages, tiny_model, tmp_path, cap
     one = sources[0]
     assert main(["recognize", "--pages", str(one), "--out", str(tmp_path / "one"), "--model", str(tiny_model)]) == 0
     assert (tmp_path / "one" / one.name).read_bytes() == (out / one.relative_to(pages)).read_bytes()
+
+
+@pytest.mark.slow
+def test_recognize_pages_exits_1_when_a_page_was_skipped(pages, tiny_model, tmp_path, capsys):
+    """A page whose image is missing is counted in a warning and makes the exit status 1; the
+    others are still written."""
+    folder = tmp_path / "pages"
+    shutil.copytree(pages / "train", folder)
+    (folder / "s0001.png").unlink()
+    out = tmp_path / "out"
+    with pytest.warns(UserWarning, match=r"--pages: skipped 1 pages whose image is missing"):
+        assert main(["recognize", "--pages", str(folder), "--out", str(out), "--model", str(tiny_model)]) == 1
+    assert json.loads(capsys.readouterr().out)["pages"] == 3
+    assert sorted(path.name for path in (out / "alto").iterdir()) == ["s0000.xml", "s0002.xml", "s0003.xml"]
 
 
 @pytest.mark.parametrize("arguments, message", [

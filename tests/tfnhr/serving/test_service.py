@@ -644,6 +644,12 @@ def test_a_page_request_gets_its_layout_file_back_filled(page_files, family):
     assert re.search(r'"POST /recognize/page HTTP/1.1" 200 \d+', log.getvalue())
 
 
+def encoded(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()
+
+
 @pytest.mark.parametrize("files, content_type, status, message", [
     (None, "image/png", 415, "send multipart/form-data with the page image and its PAGE-XML/ALTO file"),
     ([("s0000.png", b"png", "image/png")], None, 400, "expected one .xml file (PAGE-XML or ALTO) and one page image, got: s0000.png"),
@@ -654,13 +660,20 @@ def test_a_page_request_gets_its_layout_file_back_filled(page_files, family):
     ([("s.xml", "truncated", "text/xml"), ("s.png", b"x", "image/png")], None, 400, "s.xml: not well-formed XML"),
     ([("s.xml", "layout", "text/xml"), ("s.png", b"not an image", "image/png")], None, 400, "s.png: not a readable image"),
     ([("s.xml", "layout", "text/xml"), ("s.png", "huge", "image/png")], None, 413, "s.png: 20000x100 px is larger than the limit"),
+    ([("s.xml", "layout", "text/xml"), ("s.png", "turned", "image/png")], None, 422,
+     "but its layout declares a page of"),
+    ([("s.xml", "layout", "text/xml"), ("s.png", "tiny", "image/png")], None, 422,
+     "lines with an empty or degenerate polygon): is it the page image of this layout?"),
 ])
 def test_bad_page_requests_are_refused_with_their_reason(page_files, files, content_type, status, message):
     xml, png = page_files["page"]
     if files is None:
         body = png
     else:
-        stand_ins = {"layout": xml, "truncated": xml[:300], "huge": png_header_only(20000, 100)}
+        page = Image.open(io.BytesIO(png))
+        stand_ins = {"layout": xml, "truncated": xml[:300], "huge": png_header_only(20000, 100),
+                     "turned": encoded(page.transpose(Image.Transpose.ROTATE_90)),  # another page's proportions
+                     "tiny": encoded(page.resize((page.width // 40, page.height // 40)))}  # lines too small to read
         files = [(name, stand_ins.get(data, data), kind) for name, data, kind in files]
         body, content_type = multipart(files)
     with in_process_server(sizes) as (client, server, log):

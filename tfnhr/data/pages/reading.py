@@ -61,6 +61,8 @@ SKIP_KINDS = {
     "not_layout": "XML files that are neither PAGE-XML nor ALTO (ignored)",
 }
 """What is skipped and counted, by kind (each kind: one warning)."""
+PAGE_SKIPS = ("missing_image", "unreadable_image", "invalid_layout")
+"""The kinds of :data:`SKIP_KINDS` that leave a whole page out."""
 
 
 class SkippedPageDataWarning(UserWarning):
