@@ -227,24 +227,28 @@ def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.
 
         prefer_onednn()
     from horovod_jobs.distributed import init_workers
+    from horovod_jobs.launcher_stop import report_launcher_stop
 
     several_devices = model_parallel(args) and args.devices is not None
     workers = init_workers(pin_gpu=not several_devices, process_sets=model_parallel(args) and args.data_groups > 1,
                            cpu_cycle_time_ms=RECOGNIZER_CPU_CYCLE_TIME_MS if args.task == "nhr" else None)
     if not workers.is_root:
         sys.stdout = open(os.devnull, "w")  # only rank 0 prints (open for the rest of the process)
+    resume = f"; to continue from its last saved state, run the same command with --resume (into {args.out})"
+    last_word = report_launcher_stop(f"train.py --task {args.task}: rank {workers.rank} stopped by the launcher: another rank "
+                         f"ended first (its output says why){resume}")
     try:
         (run_nhr if args.task == "nhr" else run_mlcn)(args, workers, callbacks)
     except (FileNotFoundError, ValueError, RuntimeError) as error:
         message = " ".join(str(error).splitlines())
-        print(f"train.py --task {args.task}: error on rank {workers.rank}: {message}", file=sys.stderr, flush=True)
+        last_word.say(f"train.py --task {args.task}: error on rank {workers.rank}: {message}")
         return 2
     except Exception as error:
         cause = peer_failure(str(error))
         if cause is None:
             raise
-        print(f"train.py --task {args.task}: error on rank {workers.rank}: a peer rank died or stopped answering "
-              f"(a collective failed: {cause}); see that rank's output", file=sys.stderr, flush=True)
+        last_word.say(f"train.py --task {args.task}: error on rank {workers.rank}: a peer rank died or stopped "
+                      f"answering (a collective failed: {cause}); see that rank's output{resume}")
         return 1
     return 0
 

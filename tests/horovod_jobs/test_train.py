@@ -276,3 +276,28 @@ def test_warm_up_scales_the_rate_that_epoch_schedules_set():
     expected = [0.8 * f for f in (0.25, 0.4375, 0.625)] + [0.4 * f for f in (0.8125, 1.0, 1.0)]
     np.testing.assert_allclose(seen, expected, rtol=1e-6)
     np.testing.assert_allclose(at_epoch_end, [0.8, 0.4], rtol=1e-6)
+
+
+@pytest.mark.horovod
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_killed_recognizer_worker_ends_the_job_with_one_line_that_says_how_to_resume(synth, horovodrun, tmp_path):
+    """Rank 1 is killed (SIGKILL) once rank 0 has logged its first epoch: rank 0 says in one line
+    that a peer died (or that the launcher stopped it) and how to continue; then ``--resume``
+    continues the run from its first epoch."""
+    from tests.helpers.train_jobs import signal_rank_1_after_first_epoch
+
+    args = ["--task", "nhr", "--data", str(synth), *TINY_NHR, "--batch-pixels", "20000", "--threads", "1",
+            "--out", str(tmp_path / "run")]
+    result, _ = launch(horovodrun, tmp_path / "killed", [*args, "--epochs", "200"],
+                       prefix=signal_rank_1_after_first_epoch("KILL").replace("../rank0/out/log.csv",
+                                                                              str(tmp_path / "run" / "log.csv")))
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith("[0]<stderr>:train.py --task nhr: ")]
+    assert len(lines) == 1, output_tail(result)
+    assert ("error on rank 0: a peer rank died or stopped answering" in lines[0]
+            or "rank 0 stopped by the launcher: another rank ended first" in lines[0]), lines[0]
+    assert lines[0].endswith(f"run the same command with --resume (into {tmp_path / 'run'})")
+    resumed, _ = launch(horovodrun, tmp_path / "resumed", [*args, "--epochs", "2", "--resume"])
+    assert resumed.returncode == 0, output_tail(resumed)
+    assert [row["epoch"] for row in csv.DictReader(open(tmp_path / "run" / "log.csv"))][-1] == "2"

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import BinaryIO
 from pathlib import Path
 
 SINGLE_THREAD_ENV = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -39,7 +40,31 @@ def run_local_workers(train_arguments: Sequence[str], workers: int) -> None:
                            "(make setup builds it); use one worker")
     command = [launcher, "-np", str(workers), "-H", f"localhost:{workers}", "--gloo",
                sys.executable, "-m", "horovod_jobs.train", "--task", "nhr", *train_arguments]
-    result = subprocess.run(command, env={**os.environ, **SINGLE_THREAD_ENV})
-    if result.returncode != 0:
-        raise RuntimeError(f"training with {workers} Horovod workers failed (exit status {result.returncode}; "
+    launcher_process = subprocess.Popen(command, env={**os.environ, **SINGLE_THREAD_ENV}, stderr=subprocess.PIPE)
+    forward_without_launcher_traceback(launcher_process.stderr, sys.stderr.buffer)
+    result = launcher_process.wait()
+    if result != 0:
+        raise RuntimeError(f"training with {workers} Horovod workers failed (exit status {result}; "
                            "each rank's reason is printed above)")
+
+
+LAUNCHER_FAILURE = b"RuntimeError: Horovod detected that one or more processes exited with non-zero status"
+"""The last line of ``horovodrun``'s own traceback when a worker failed (the worker's reason is in
+its own, ``[rank]<stderr>:``-prefixed lines before it)."""
+
+
+def forward_without_launcher_traceback(source: BinaryIO, target: BinaryIO) -> None:
+    """Copy ``horovodrun``'s stderr ``source`` to ``target`` line by line as it comes, except the
+    launcher's own Python traceback that ends in :data:`LAUNCHER_FAILURE` (the workers' lines are
+    prefixed by their rank, the launcher's are not); any other traceback is copied whole."""
+    held: list[bytes] = []
+    for line in source:
+        if held or line.startswith(b"Traceback (most recent call last):"):
+            held.append(line)
+            if line.startswith(LAUNCHER_FAILURE):
+                held = []  # what follows (the failed process's name and status) is kept
+            continue
+        target.write(line)
+        target.flush()
+    target.writelines(held)
+    target.flush()
