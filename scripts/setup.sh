@@ -108,7 +108,7 @@ if [ "$(cat "$stack_stamp" 2>/dev/null)" != "$stack_key" ]; then
   say "installing $tf_requirement, Keras 3 and the project (log: $log)"
   {
     "${pip[@]}" install --upgrade "pip>=23.1" "setuptools>=61,<80" wheel packaging &&
-      "${pip[@]}" install -c "$repo/constraints.txt" "$tf_requirement" -e "$repo[$tf_extra,dev]" &&
+      "${pip[@]}" install -c "$repo/constraints.txt" "$tf_requirement" -e "$repo[$tf_extra,dev,lm]" &&
       # pyctcdecode's metadata pins numpy<2, TF 2.18 needs numpy>=2 (ml-dtypes): its other
       # dependency (pygtrie) comes through setup.cfg, and the module runs fine on numpy 2.0.
       "${pip[@]}" install --no-deps -c "$repo/constraints.txt" pyctcdecode &&

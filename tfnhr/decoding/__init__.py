@@ -9,6 +9,10 @@ Every decoder has ``decode(scores)``, ``decode_batch(scores_list)`` and ``readin
 (what its LM adds to a text's score; zeros for decoders without one); :func:`make_decoder` builds
 one by its name in :data:`tfnhr.config.choices.DECODERS`.
 
+The beam search needs the ``lm`` extra (KenLM, pygtrie) and pyctcdecode, which a plain
+``pip install tfnhr`` leaves out: it is imported when first asked for, and
+:class:`DecoderUnavailable` says how to install what is missing; greedy decoding needs none of it.
+
 May import: tfnhr.charset, tfnhr.config, tfnhr.runtime, tfnhr.lm.
 """
 
@@ -23,7 +27,6 @@ import numpy as np
 from tfnhr.charset import Charset
 from tfnhr.config.choices import DECODERS
 from tfnhr.config.options import OptionError
-from tfnhr.decoding.beam import BeamSearchDecoder
 from tfnhr.decoding.greedy import GreedyDecoder, greedy_decode, greedy_decode_batch, log_softmax
 
 
@@ -43,19 +46,48 @@ def make_decoder(name: str, charset: Charset, beam_width: int = 25, lm: str | Pa
     """The decoder ``name`` (one of :data:`~tfnhr.config.choices.DECODERS`): ``greedy``, ``beam`` (no LM)
     or ``beam+lm`` (the ARPA file ``lm``, weight ``alpha``, word bonus ``beta``), the beam searches
     of a batch spread over ``processes`` worker processes. ``ValueError`` for an unknown name or
-    ``beam+lm`` without ``lm``."""
+    ``beam+lm`` without ``lm``; :class:`DecoderUnavailable` for a beam search without its packages."""
     if name not in DECODERS:
         raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {name!r}")
     if name == "greedy":
         return GreedyDecoder(charset)
+    beam_decoder = beam_search_decoder_class()
     if name == "beam":
-        return BeamSearchDecoder(charset, beam_width=beam_width, processes=processes)
+        return beam_decoder(charset, beam_width=beam_width, processes=processes)
     if lm is None:
         raise OptionError("the beam+lm decoder needs {lm} (an ARPA file from tfnhr lm build)",
                           lm=("an lm path", "--lm"))
-    return BeamSearchDecoder(charset, beam_width=beam_width, lm_path=lm, alpha=alpha, beta=beta,
-                             closed_vocabulary=closed_vocabulary, processes=processes)
+    return beam_decoder(charset, beam_width=beam_width, lm_path=lm, alpha=alpha, beta=beta,
+                        closed_vocabulary=closed_vocabulary, processes=processes)
 
 
 __all__ = ["Decoder", "make_decoder", "GreedyDecoder", "BeamSearchDecoder", "greedy_decode", "greedy_decode_batch",
            "log_softmax"]
+
+
+LM_INSTALL = ("pip install 'tfnhr[lm]' && pip install --no-deps pyctcdecode==0.5.0 (pyctcdecode's metadata "
+              "asks for numpy<2, which TensorFlow 2.18's stack cannot take; it runs on numpy 2)")
+"""How to add what the beam search needs to a plain install (``make setup`` installs it)."""
+
+
+class DecoderUnavailable(ValueError):
+    """The beam search's packages are not installed (a decoder this install cannot make, reported
+    as bad input is); the message says how to install them."""
+
+
+def beam_search_decoder_class() -> type:
+    """:class:`tfnhr.decoding.beam.BeamSearchDecoder`, imported now; :class:`DecoderUnavailable`
+    when pyctcdecode, KenLM or pygtrie is missing."""
+    try:
+        from tfnhr.decoding.beam import BeamSearchDecoder
+    except ImportError as error:
+        missing = (error.name or "a package").split(".")[0]
+        raise DecoderUnavailable(f"beam search needs {missing}, "
+                                 f"which is not installed: {LM_INSTALL}") from error
+    return BeamSearchDecoder
+
+
+def __getattr__(name: str):
+    if name == "BeamSearchDecoder":  # ``from tfnhr.decoding import BeamSearchDecoder``, imported when asked for
+        return beam_search_decoder_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

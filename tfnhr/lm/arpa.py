@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-import kenlm
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 """The sentence start and end and the unknown-word tokens."""
@@ -47,8 +47,11 @@ def write_arpa(path: Path, words: list[str], logprobs: dict, backoffs: dict) -> 
         tmp.unlink(missing_ok=True)
 
 
-def load_arpa(path: str | Path) -> tuple[kenlm.Model, set[str]]:
-    """The KenLM model of the ARPA file at ``path`` and its words (without ``<s>``, ``</s>``, ``<unk>``)."""
+def load_arpa(path: str | Path) -> tuple[Any, set[str]]:
+    """The KenLM model (``kenlm.Model``; the ``lm`` extra) of the ARPA file at ``path`` and its
+    words (without ``<s>``, ``</s>``, ``<unk>``)."""
+    import kenlm
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"language model file not found: {path}")
