@@ -32,10 +32,12 @@ def project_modules() -> dict[str, Path]:
 
 
 def imports(path: Path, modules: dict[str, Path], top_level_only: bool) -> set[str]:
-    """Project modules that ``path`` imports (at module level only, if asked; ``TYPE_CHECKING``
-    blocks do not count)."""
+    """Project modules that ``path`` imports (at module level only, if asked: an optional import
+    in a module-level ``try`` counts; ``TYPE_CHECKING`` blocks do not count)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    nodes = ([node for statement in tree.body
+              for node in (statement.body if isinstance(statement, ast.Try) else [statement])]
+             if top_level_only else list(ast.walk(tree)))
     found = set()
     for node in nodes:
         if isinstance(node, ast.Import):

@@ -10,8 +10,9 @@ Every decoder has ``decode(scores)``, ``decode_batch(scores_list)`` and ``readin
 one by its name in :data:`tfnhr.config.choices.DECODERS`.
 
 The beam search needs the ``lm`` extra (KenLM, pygtrie) and pyctcdecode, which a plain
-``pip install tfnhr`` leaves out: it is imported when first asked for, and
-:class:`DecoderUnavailable` says how to install what is missing; greedy decoding needs none of it.
+``pip install tfnhr`` leaves out: without them ``BeamSearchDecoder`` is ``None``, asking
+:func:`make_decoder` for a beam search raises :class:`DecoderUnavailable`, which says how to
+install what is missing, and greedy decoding works as ever.
 
 May import: tfnhr.charset, tfnhr.config, tfnhr.runtime, tfnhr.lm.
 """
@@ -28,6 +29,14 @@ from tfnhr.charset import Charset
 from tfnhr.config.choices import DECODERS
 from tfnhr.config.options import OptionError
 from tfnhr.decoding.greedy import GreedyDecoder, greedy_decode, greedy_decode_batch, log_softmax
+
+try:
+    from tfnhr.decoding.beam import BeamSearchDecoder
+except ImportError as missing:  # the lm extra or pyctcdecode is not installed: greedy decoding still works
+    BeamSearchDecoder = None
+    BEAM_SEARCH_MISSING: str | None = (missing.name or "a package").split(".")[0]
+else:
+    BEAM_SEARCH_MISSING = None
 
 
 class Decoder(Protocol):
@@ -76,18 +85,8 @@ class DecoderUnavailable(ValueError):
 
 
 def beam_search_decoder_class() -> type:
-    """:class:`tfnhr.decoding.beam.BeamSearchDecoder`, imported now; :class:`DecoderUnavailable`
-    when pyctcdecode, KenLM or pygtrie is missing."""
-    try:
-        from tfnhr.decoding.beam import BeamSearchDecoder
-    except ImportError as error:
-        missing = (error.name or "a package").split(".")[0]
-        raise DecoderUnavailable(f"beam search needs {missing}, "
-                                 f"which is not installed: {LM_INSTALL}") from error
+    """:class:`tfnhr.decoding.beam.BeamSearchDecoder`; :class:`DecoderUnavailable` when
+    pyctcdecode, KenLM or pygtrie is missing."""
+    if BeamSearchDecoder is None:
+        raise DecoderUnavailable(f"beam search needs {BEAM_SEARCH_MISSING}, which is not installed: {LM_INSTALL}")
     return BeamSearchDecoder
-
-
-def __getattr__(name: str):
-    if name == "BeamSearchDecoder":  # ``from tfnhr.decoding import BeamSearchDecoder``, imported when asked for
-        return beam_search_decoder_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
