@@ -20,11 +20,17 @@ threading.Event().wait()  # blocked, as a rank waiting in a collective
 """
 
 
-@pytest.mark.subprocess
-def test_sigterm_ends_a_busy_worker_with_one_line():
-    worker = subprocess.Popen([sys.executable, "-c", BUSY_WORKER], cwd=REPO, stdout=subprocess.PIPE,
+def ready_worker(script: str) -> subprocess.Popen:
+    """``script`` running in its own Python, once it has printed ``ready``."""
+    worker = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     assert worker.stdout.readline() == "ready\n"
+    return worker
+
+
+@pytest.mark.subprocess
+def test_sigterm_ends_a_busy_worker_with_one_line():
+    worker = ready_worker(BUSY_WORKER)
     worker.send_signal(signal.SIGTERM)
     _, err = worker.communicate(timeout=30)
     assert worker.returncode == 143
@@ -37,9 +43,7 @@ OTHER_HANDLER = BUSY_WORKER.replace("print(", "signal.signal(signal.SIGUSR1, lam
 
 @pytest.mark.subprocess
 def test_other_signals_keep_their_handling():
-    worker = subprocess.Popen([sys.executable, "-c", OTHER_HANDLER], cwd=REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    assert worker.stdout.readline() == "ready\n"
+    worker = ready_worker(OTHER_HANDLER)
     worker.send_signal(signal.SIGUSR1)
     _, err = worker.communicate(timeout=30)
     assert worker.returncode == 7 and err == ""

@@ -72,10 +72,8 @@ def drop_native_log_lines() -> None:
             kept = b"".join(line + b"\n" for line in lines if not NATIVE_LOG_LINE.match(line))
             if pending and not pending.startswith(_LINE_STARTS):  # a partial line that cannot be a log line
                 kept, pending = kept + pending, b""
-            if kept:
-                os.write(terminal, kept)
-        if pending:
-            os.write(terminal, pending)
+            _write_all(terminal, kept)
+        _write_all(terminal, pending)
 
     thread = threading.Thread(target=forward, name="native-stderr-filter", daemon=True)
     thread.start()
@@ -87,3 +85,9 @@ def drop_native_log_lines() -> None:
 
     atexit.register(restore)
     drop_native_log_lines.active = True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """``data`` written whole to ``fd`` (``os.write`` may take only a part)."""
+    while data:
+        data = data[os.write(fd, data):]
