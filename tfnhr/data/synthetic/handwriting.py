@@ -26,6 +26,8 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from tfnhr.config.options import OptionError
+
 from tfnhr.config.choices import KINDS, SUBSETS, TRAIN_FONT_SETS
 
 CHARS = string.ascii_letters + string.digits + " .,;:'\"!?-()&/"
@@ -162,16 +164,19 @@ def sample_texts(kind: str, count: int, rng: np.random.Generator, split: str = "
     """``count`` random texts from the text of ``split``.
 
     ``kind``: "lines" (consecutive words, ``min_chars..max_chars`` characters, default 12..40) or
-    "words" (single words without leading/trailing punctuation, default 1..16 characters).
+    "words" (single words without leading/trailing punctuation, default 1..16 characters); with
+    one bound given, the other's default gives way to it.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     _check_split(split)
     default_min, default_max = DEFAULT_CHARS[kind]
-    min_chars = default_min if min_chars is None else min_chars
-    max_chars = default_max if max_chars is None else max_chars
+    # one bound given: the other's default moves out of its way (--max-chars 8 alone: 1..8 for words, 8..8 for lines)
+    min_chars = min(default_min, max_chars or default_min) if min_chars is None else min_chars
+    max_chars = max(default_max, min_chars) if max_chars is None else max_chars
     if not 1 <= min_chars <= max_chars:
-        raise ValueError(f"need 1 <= min_chars <= max_chars, got {min_chars}, {max_chars}")
+        raise OptionError("need 1 <= {min_name} <= {max_name}, got {values}", values=(f"{min_chars}, {max_chars}",) * 2,
+                          min_name=("min_chars", "--min-chars"), max_name=("max_chars", "--max-chars"))
     if kind == "lines":
         return [_line(_tokens(split), rng, min_chars, max_chars) for _ in range(count)]
     words = _words(split, min_chars, max_chars)

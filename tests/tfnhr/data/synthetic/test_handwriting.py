@@ -12,6 +12,7 @@ import pytest
 from PIL import ImageFont
 
 from tfnhr.config.choices import SUBSETS
+from tfnhr.config.options import OptionError
 from tfnhr.commands import synth
 from tfnhr.data.synthetic import handwriting, iam_writer
 from tfnhr.data.images import load_gray
@@ -349,3 +350,13 @@ def test_cli_train_fonts_reach_the_set_and_a_page_layout_refuses_them(tmp_path, 
     capsys.readouterr()
     assert run_cli("--out", str(tmp_path / "pages"), "--layout", "page", "--train-fonts", "all") == 2
     assert "--train-fonts" in capsys.readouterr().err and not (tmp_path / "pages").exists()
+
+
+def test_one_length_bound_moves_the_other_default_out_of_its_way():
+    rng = np.random.default_rng(0)
+    short = handwriting.sample_texts("lines", 30, rng, max_chars=8)  # below the default minimum of 12
+    assert all(1 <= len(text) <= 8 for text in short)
+    long = handwriting.sample_texts("lines", 30, rng, min_chars=45)  # above the default maximum of 40
+    assert all(len(text) >= 45 for text in long)
+    with pytest.raises(OptionError, match=r"^need 1 <= min_chars <= max_chars, got 9, 8$"):
+        handwriting.sample_texts("lines", 3, rng, min_chars=9, max_chars=8)
