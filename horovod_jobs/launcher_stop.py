@@ -19,9 +19,8 @@ TERMINATED_STATUS = 128 + signal.SIGTERM
 """The exit status of a process ended by SIGTERM, as a shell reports it."""
 FORWARDING_GRACE_S = 0.5
 """Seconds between the line and the exit: ``horovodrun`` stops forwarding a worker's output soon
-after the worker ends: a line written just before ``os._exit`` was lost in 7 of 9 killed jobs
-launched as the tests launch them (0 of 9 with the pause); the launcher allows 5 s before its
-SIGKILL."""
+after the worker ends, and without a pause the line was often lost (docs/lab/install-and-edges.md);
+the launcher allows 5 s before its SIGKILL."""
 
 
 class LastWord:
