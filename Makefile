@@ -43,6 +43,7 @@ bench: setup
 	taskset -c 0 $(PY) benchmarks/lstm_speed.py --threads 1 --out build/bench/lstm_speed.json
 	taskset -c 0 $(PY) benchmarks/hdf5_vs_folder.py --threads 1 --out build/bench/hdf5_vs_folder.json
 	taskset -c 0 $(PY) benchmarks/page_reading.py --threads 1 --out build/bench/page_reading.json
+	taskset -c 0 $(PY) benchmarks/image_decoding.py --threads 1 --out build/bench/image_decoding.json
 	taskset -c 0 $(PY) benchmarks/planner_speed.py --threads 1 --out build/bench/planner_speed.json
 	taskset -c 0 $(PY) benchmarks/config_vs_preset.py --threads 1 --out build/bench/config_vs_preset.json
 	$(PY) benchmarks/service_throughput.py --out build/bench/service_throughput.json

@@ -18,43 +18,57 @@ from tfnhr.data.images import LUMA_WEIGHTS
 _ORIENTATION_TAG = 0x0112
 _MAX_SEGMENTS = 64
 """Header segments (JPEG) or chunks (PNG) looked at for EXIF data before the image data."""
+HEADER_BYTES = 1 << 17
+"""Bytes at the start of a file searched for its header fields and EXIF data (a JPEG's APP1
+segment is at most 64 KiB and comes before the image data, as a PNG's ``eXIf`` chunk should)."""
 
 
 def decode_gray(data: tf.Tensor) -> tf.Tensor:
     """Encoded image bytes (scalar string) -> uint8 ``[H, W]`` gray: 16-bit samples by their high
     byte, colour to gray with the fixed-point luma of :data:`tfnhr.data.images.LUMA_WEIGHTS`,
     alpha composited over white, the EXIF orientation applied."""
-    raw = tf.io.decode_raw(data, tf.uint8)
-    header = _jpeg_header(raw)
+    raw = tf.io.decode_raw(tf.strings.substr(data, 0, HEADER_BYTES), tf.uint8)
     is_jpeg = tf.io.is_jpeg(data)
+    is_png = tf.equal(tf.strings.substr(data, 0, 4), b"\x89PNG")
+    is_gif = tf.equal(tf.strings.substr(data, 0, 3), b"GIF")
+    header = tf.cond(is_jpeg, lambda: _jpeg_header(raw), lambda: {"exif": tf.constant(-1), "components": tf.constant(0)})
     tf.debugging.Assert(tf.logical_not(is_jpeg & tf.equal(header["components"], 4)),
                         ["a CMYK JPEG: save the image as RGB or gray to read it here"])
-    tf.debugging.Assert(tf.logical_not(_gif_with_transparency(raw)),
+    tf.debugging.Assert(tf.logical_not(tf.cond(is_gif, lambda: _gif_with_transparency(raw), lambda: False)),
                         ["a GIF with a transparent colour: save the image as PNG to read it here"])
     image = tf.cond(
         is_jpeg,
         lambda: tf.io.decode_jpeg(data, channels=0, dct_method="INTEGER_ACCURATE"),
         lambda: tf.io.decode_image(data, channels=0, dtype=tf.uint8, expand_animations=False))
     image.set_shape([None, None, None])
-    gray = _composite_gray(tf.cast(image, tf.int32))
-    exif = tf.where(is_jpeg, header["exif"], _png_exif(raw))
+    gray = _composite_gray(image)
+    exif = tf.cond(is_png, lambda: _png_exif(raw), lambda: header["exif"])
+    orientation = tf.cond(exif >= 0, lambda: _exif_orientation(raw, exif), lambda: tf.constant(1))
     # float32 turns: oneDNN transposes only floats without a warning line on CPUs lacking AVX-512
-    return tf.cast(_oriented(tf.cast(gray, tf.float32), _exif_orientation(raw, exif)), tf.uint8)
+    return tf.cond(tf.equal(orientation, 1), lambda: gray,
+                   lambda: tf.cast(_oriented(tf.cast(gray, tf.float32), orientation), tf.uint8))
 
 
-def _composite_gray(channels: tf.Tensor) -> tf.Tensor:
-    """int32 ``[H, W, C]`` (C = 1 gray, 2 gray + alpha, 3 RGB, 4 RGBA) -> int32 ``[H, W]`` gray levels."""
-    count = tf.shape(channels)[2]
+def _composite_gray(image: tf.Tensor) -> tf.Tensor:
+    """uint8 ``[H, W, C]`` (C = 1 gray, 2 gray + alpha, 3 RGB, 4 RGBA) -> uint8 ``[H, W]`` gray levels."""
     red, green, blue = LUMA_WEIGHTS
 
-    def luma():
-        weighted = channels[..., 0] * red + channels[..., 1] * green + channels[..., 2] * blue + 32768
-        return tf.bitwise.right_shift(weighted, 16)
+    def luma(channels):
+        return tf.bitwise.right_shift(channels[..., 0] * red + channels[..., 1] * green + channels[..., 2] * blue
+                                      + 32768, 16)
 
-    gray = tf.cond(count >= 3, luma, lambda: channels[..., 0])
-    has_alpha = tf.equal(count, 2) | tf.equal(count, 4)
-    alpha = tf.cond(has_alpha, lambda: channels[..., count - 1], lambda: tf.fill(tf.shape(gray), 255))
-    return (gray * alpha + 255 * (255 - alpha) + 127) // 255
+    def over_white(gray, alpha):
+        return tf.cast((gray * alpha + 255 * (255 - alpha) + 127) // 255, tf.uint8)
+
+    def wide():
+        return tf.cast(image, tf.int32)
+
+    return tf.switch_case(tf.shape(image)[2] - 1, [
+        lambda: image[..., 0],
+        lambda: over_white(wide()[..., 0], wide()[..., 1]),
+        lambda: tf.cast(luma(wide()), tf.uint8),
+        lambda: over_white(luma(wide()), wide()[..., 3]),
+    ])
 
 
 def _reader(raw: tf.Tensor):
