@@ -227,7 +227,7 @@ def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.
 
         prefer_onednn()
     from horovod_jobs.distributed import init_workers
-    from horovod_jobs.launcher_stop import report_launcher_stop
+    from horovod_jobs.launcher_stop import LastWord, report_launcher_stop
 
     several_devices = model_parallel(args) and args.devices is not None
     workers = init_workers(pin_gpu=not several_devices, process_sets=model_parallel(args) and args.data_groups > 1,
@@ -235,8 +235,10 @@ def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.
     if not workers.is_root:
         sys.stdout = open(os.devnull, "w")  # only rank 0 prints (open for the rest of the process)
     resume = f"; to continue from its last saved state, run the same command with --resume (into {args.out})"
-    last_word = report_launcher_stop(f"train.py --task {args.task}: rank {workers.rank} stopped by the launcher: another rank "
-                         f"ended first (its output says why){resume}")
+    # a job of several ranks: the launcher stops the others when one ends (one plain process keeps its signals)
+    last_word = (report_launcher_stop(f"train.py --task {args.task}: rank {workers.rank} stopped by the launcher: "
+                                      f"another rank ended first (its output says why){resume}")
+                 if workers.size > 1 else LastWord())
     try:
         (run_nhr if args.task == "nhr" else run_mlcn)(args, workers, callbacks)
     except (FileNotFoundError, ValueError, RuntimeError) as error:
