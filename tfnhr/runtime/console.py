@@ -42,8 +42,8 @@ def quiet_libraries(program: str, verbose: bool = False) -> None:
     warnings.formatwarning = one_line
 
 
-NATIVE_LOG_LINE = re.compile(rb"(WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
-                             rb"|[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] )")
+NATIVE_LOG_LINE = re.compile(rb"(WARNING: All log messages before absl::InitializeLog\(\) is called are written"
+                             rb" to STDERR|[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] )")
 """An INFO or WARNING line of absl's C++ logging, which XLA uses directly: ``I0000 00:00:... 123
 service.cc:148] XLA service ... initialized``, and absl's notice before its first line.
 :data:`TF_LOG_LEVEL` does not reach them (XLA's absl is linked into TensorFlow's Python extension,

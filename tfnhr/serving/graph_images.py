@@ -31,7 +31,8 @@ def decode_gray(data: tf.Tensor) -> tf.Tensor:
     is_jpeg = tf.io.is_jpeg(data)
     is_png = tf.equal(tf.strings.substr(data, 0, 4), b"\x89PNG")
     is_gif = tf.equal(tf.strings.substr(data, 0, 3), b"GIF")
-    header = tf.cond(is_jpeg, lambda: _jpeg_header(raw), lambda: {"exif": tf.constant(-1), "components": tf.constant(0)})
+    no_header = {"exif": tf.constant(-1), "components": tf.constant(0)}
+    header = tf.cond(is_jpeg, lambda: _jpeg_header(raw), lambda: no_header)
     tf.debugging.Assert(tf.logical_not(is_jpeg & tf.equal(header["components"], 4)),
                         ["a CMYK JPEG: save the image as RGB or gray to read it here"])
     tf.debugging.Assert(tf.logical_not(tf.cond(is_gif, lambda: _gif_with_transparency(raw), lambda: False)),
