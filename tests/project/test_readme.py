@@ -6,13 +6,13 @@ would copy. ``make`` lines run in CI themselves; ``docker`` lines need an image 
 
 from __future__ import annotations
 
+import http.client
 import re
 import shlex
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 from PIL import Image
@@ -65,13 +65,16 @@ def serve_once(args: list[str]) -> None:
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         for _ in range(120):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)  # no proxy, whatever the environment
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
-                    assert answer.status == 200
-                    return
+                connection.request("GET", "/health")
+                assert connection.getresponse().status == 200
+                return
             except OSError:
                 assert server.poll() is None, server.stdout.read()
                 time.sleep(0.5)
+            finally:
+                connection.close()
         raise AssertionError("tfnhr serve did not answer /health within 60 s")
     finally:
         server.terminate()
