@@ -123,6 +123,7 @@ def test_data_warnings_come_once_per_job_from_the_process_that_writes(tmp_path):
         caught.append([str(m.message) for m in messages if "too narrow" in str(m.message)])
     assert [s["train_dropped_too_narrow"] for s in summaries] == [1, 1]
     assert [s["train_examples"] for s in summaries] == [24, 24]
+    assert summaries[0]["stroke_spacing"] is None  # stroke-spacing normalization is off by default
     assert len(caught[0]) == 1 and "['narrow']" in caught[0][0]
     assert caught[1] == []
     assert not (tmp_path / "reader").exists() or not list((tmp_path / "reader").iterdir())
@@ -133,7 +134,6 @@ def test_the_normalized_stroke_spacing_is_the_training_lines_median_and_stays_wi
     data = _tiny_digit_lines(tmp_path / "digits.h5")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the narrow line
-        assert train(_tiny_options(data, tmp_path / "plain"))["stroke_spacing"] is None  # off by default
         summary = train(_tiny_options(data, tmp_path / "run", normalize_spacing=True))
         resumed = train(_tiny_options(data, tmp_path / "run", epochs=2, resume=True))
     lines = load_data_subset(data, "train", height=8)
