@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from tfnhr.config.choices import SUBSETS
+from tfnhr.config.options import OptionError
 from tfnhr.data.formats.iam import SPLIT_FOLDER_NAMES, read_split_ids
 from tfnhr.data.images import ImageReadError, load_gray, scale_to_height
 from tfnhr.data.pages.line_cutting import LineCut, LineCutError, cut_line
@@ -179,10 +180,11 @@ def _split_by_subfolder(folder: Path, paths: Sequence[Path]) -> dict[str, set[st
 
 def seeded_split(page_ids: Sequence[str], seed: int) -> dict[str, set[str]]:
     """Pages shuffled with ``seed`` and cut :data:`SEEDED_FRACTIONS` (each subset gets at least
-    one page); ``ValueError`` for fewer than 3 pages."""
+    one page); :class:`~tfnhr.config.options.OptionError` for fewer than 3 pages."""
     if len(page_ids) < len(SUBSETS):
-        raise ValueError(f"a seeded split by page needs at least {len(SUBSETS)} pages, got {len(page_ids)}; "
-                         "pass --split FOLDER with train/valid/test page-id lists")
+        raise OptionError("a seeded split by page needs at least {needed} pages, got {got}; give {split} a folder "
+                          "with train/valid/test page-id lists", needed=(str(len(SUBSETS)),) * 2,
+                          got=(str(len(page_ids)),) * 2, split=("split", "--split"))
     order = np.random.default_rng(seed).permutation(sorted(page_ids)).tolist()
     count = len(order)
     val = max(1, round(count * SEEDED_FRACTIONS[1]))

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tfnhr.config.options import OptionError
 from tfnhr.data.formats.hdf5 import load_hdf5_set
 from tfnhr.data.pages.layout import NotLayoutError
 from tfnhr.data.pages.reading import (SKIP_KINDS, Skips, find_layout_files, is_pages_folder, load_page_subset,
@@ -66,8 +67,9 @@ def test_a_seeded_split_is_by_page_disjoint_complete_and_repeatable():
     assert seeded_split(list(reversed(ids)), seed=4) == split
     assert seeded_split(ids, seed=5) != split
     assert [len(seeded_split(ids[:3], 0)[s]) for s in ("train", "val", "test")] == [1, 1, 1]
-    with pytest.raises(ValueError, match="at least 3 pages"):
+    with pytest.raises(OptionError, match="at least 3 pages, got 2; give split a folder") as refused:
         seeded_split(ids[:2], 0)
+    assert "give --split a folder with train/valid/test page-id lists" in refused.value.for_command_line()
 
 
 def test_split_choices_for_a_flat_export(tmp_path):
