@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from horovod_jobs.distributed import Workers
-from horovod_jobs.train import RECOGNIZER_CPU_CYCLE_TIME_MS, parse_args
+from horovod_jobs.train import RECOGNIZER_CPU_CYCLE_TIME_MS, main as job_main, parse_args
 from horovod_jobs.train_hooks import LearningRateWarmUp, RecognizerHooks, SyncOptions, worker_batches
 from tests.helpers.environment import REPO
 from tests.helpers.train_jobs import JOB_ENV, launch, output_tail
@@ -301,3 +301,13 @@ def test_a_killed_recognizer_worker_ends_the_job_with_one_line_that_says_how_to_
     resumed, _ = launch(horovodrun, tmp_path / "resumed", [*args, "--epochs", "2", "--resume"])
     assert resumed.returncode == 0, output_tail(resumed)
     assert [row["epoch"] for row in csv.DictReader(open(tmp_path / "run" / "log.csv"))][-1] == "2"
+
+
+def test_an_option_error_names_the_flag(synth, tmp_path, capfd):
+    """An error the caller fixes with a setting speaks in flags here, as ``tfnhr train`` does (the
+    library's message names the Python setting)."""
+    assert job_main(["--task", "nhr", "--data", str(synth), *TINY_NHR, "--batch-pixels", "200", "--epochs", "1",
+                 "--out", str(tmp_path / "run")]) == 2
+    error = capfd.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("train.py --task nhr: error on rank 0: the pixel budget 200 must hold two of the largest")
+    assert error.endswith("raise the budget (--batch-pixels) or scale the images down (--height)")
