@@ -114,13 +114,12 @@ def _jpeg_header(raw: tf.Tensor) -> dict[str, tf.Tensor]:
 
 
 def _png_exif(raw: tf.Tensor) -> tf.Tensor:
-    """int32: offset of the TIFF header in a PNG's ``eXIf`` chunk, -1 if none (or not a PNG)."""
-    byte, big16 = _reader(raw)
+    """int32: offset of the TIFF header in a PNG's ``eXIf`` chunk, -1 if none (``raw`` starts a PNG)."""
+    _, big16 = _reader(raw)
     size = tf.size(raw)
-    is_png = tf.equal(big16(0), 0x8950) & tf.equal(big16(2), 0x4E47)
 
     def more(step, offset, exif):
-        return (step < _MAX_SEGMENTS) & (offset + 8 <= size) & (exif < 0) & is_png
+        return (step < _MAX_SEGMENTS) & (offset + 8 <= size) & (exif < 0)
 
     def chunk(step, offset, exif):
         length = big16(offset) * 65536 + big16(offset + 2)
@@ -132,18 +131,17 @@ def _png_exif(raw: tf.Tensor) -> tf.Tensor:
 
 
 def _gif_with_transparency(raw: tf.Tensor) -> tf.Tensor:
-    """bool: a GIF whose first graphic control extension (before its first image) marks a
-    transparent colour."""
+    """bool: the GIF that ``raw`` starts has a graphic control extension before its first image
+    that marks a transparent colour."""
     byte, _ = _reader(raw)
     size = tf.size(raw)
-    is_gif = tf.equal(byte(0), 0x47) & tf.equal(byte(1), 0x49) & tf.equal(byte(2), 0x46)  # "GIF"
     packed = byte(10)
     colour_table = tf.where(tf.equal(tf.bitwise.bitwise_and(packed, 0x80), 0), 0,
                             3 * tf.bitwise.left_shift(2, tf.bitwise.bitwise_and(packed, 7)))
     start = 13 + colour_table
 
     def more(step, offset, transparent):
-        return is_gif & (step < _MAX_SEGMENTS) & (offset < size) & tf.equal(byte(offset), 0x21) & ~transparent
+        return (step < _MAX_SEGMENTS) & (offset < size) & tf.equal(byte(offset), 0x21) & ~transparent
 
     def extension(step, offset, transparent):
         control = tf.equal(byte(offset + 1), 0xF9)
@@ -161,8 +159,8 @@ def _gif_with_transparency(raw: tf.Tensor) -> tf.Tensor:
 
 
 def _exif_orientation(raw: tf.Tensor, tiff: tf.Tensor) -> tf.Tensor:
-    """int32 EXIF orientation (1-8) from the TIFF header at offset ``tiff`` of ``raw`` (IFD0's
-    tag 0x0112); 1 when ``tiff`` is -1 or the value is not one of 1-8."""
+    """int32 EXIF orientation (1-8) from the TIFF header at offset ``tiff`` (>= 0) of ``raw``
+    (IFD0's tag 0x0112); 1 when the tag is missing or its value is not one of 1-8."""
     byte, big16 = _reader(raw)
     little = tf.equal(big16(tiff), 0x4949)  # "II"
 
@@ -173,13 +171,12 @@ def _exif_orientation(raw: tf.Tensor, tiff: tf.Tensor) -> tf.Tensor:
         return tf.where(little, u16(offset) + 65536 * u16(offset + 2), u16(offset) * 65536 + u16(offset + 2))
 
     ifd = tiff + u32(tiff + 4)
-    entries = tf.where(tiff >= 0, tf.minimum(u16(ifd), (tf.size(raw) - ifd) // 12), 0)
+    entries = tf.minimum(u16(ifd), (tf.size(raw) - ifd) // 12)
     starts = ifd + 2 + 12 * tf.range(tf.maximum(entries, 0))
     tags, values = u16(starts), u16(starts + 8)
     found = tf.boolean_mask(values, tf.equal(tags, _ORIENTATION_TAG))
     orientation = tf.cond(tf.size(found) > 0, lambda: found[0], lambda: tf.constant(1))
-    valid = (tiff >= 0) & (orientation >= 1) & (orientation <= 8)
-    return tf.where(valid, orientation, 1)
+    return tf.where((orientation >= 1) & (orientation <= 8), orientation, 1)
 
 
 def _oriented(gray: tf.Tensor, orientation: tf.Tensor) -> tf.Tensor:
