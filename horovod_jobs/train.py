@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tfnhr.config.choices import SYNC_MODES
-from tfnhr.config.options import DefaultsHelpFormatter, OptionError
+from tfnhr.config.options import DefaultsHelpFormatter, command_line_message
 from tfnhr.runtime.console import quiet_libraries
 
 if TYPE_CHECKING:  # at run time imported late: they load TensorFlow
@@ -242,9 +242,7 @@ def main(argv: Sequence[str] | None = None, callbacks: Sequence[keras.callbacks.
     try:
         (run_nhr if args.task == "nhr" else run_mlcn)(args, workers, callbacks)
     except (FileNotFoundError, ValueError, RuntimeError) as error:
-        text = error.for_command_line() if isinstance(error, OptionError) else str(error)
-        message = " ".join(text.splitlines())
-        last_word.say(f"train.py --task {args.task}: error on rank {workers.rank}: {message}")
+        last_word.say(f"train.py --task {args.task}: error on rank {workers.rank}: {command_line_message(error)}")
         return 2
     except Exception as error:
         cause = peer_failure(str(error))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tfnhr.config.choices import DECODERS, ENSEMBLE_SHEARS, ENSEMBLE_WIDTHS
-from tfnhr.config.options import OptionError
+from tfnhr.config.options import command_line_message
 from tfnhr.config.ranges import COUNT, SHEAR, WIDTH_FACTOR, Range, each
 
 USER_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, ValueError)
@@ -37,9 +37,7 @@ def reports_errors(command: str, errors: tuple[type[Exception], ...] = USER_ERRO
             try:
                 return run(args)
             except errors as error:
-                text = error.for_command_line() if isinstance(error, OptionError) else str(error)
-                message = " ".join(text.splitlines())
-                print(f"tfnhr {command}: error: {message}", file=sys.stderr)
+                print(f"tfnhr {command}: error: {command_line_message(error)}", file=sys.stderr)
                 return 2
 
         return wrapped

@@ -70,23 +70,32 @@ class Option:
 class OptionError(ValueError):
     """A problem the caller fixes by changing a setting, named in the caller's own terms.
 
-    ``template`` holds ``{name}`` placeholders; each keyword gives a placeholder's two spellings,
-    ``(python, command_line)`` (the same twice for a value such as a path). ``str(error)`` speaks Python (what the API caller sets),
-    :meth:`for_command_line` speaks flags (what the CLIs print)::
+    ``template`` holds ``{name}`` placeholders; each keyword gives a setting's two spellings,
+    ``(python, command_line)``, or a value that reads the same in both (a path, a count).
+    ``str(error)`` speaks Python (what the API caller sets), :meth:`for_command_line` speaks flags
+    (what the CLIs print)::
 
-        error = OptionError("continue it with {resume}", resume=("resume=True", "--resume"))
-        str(error)                 # 'continue it with resume=True'
-        error.for_command_line()   # 'continue it with --resume'
+        error = OptionError("{path}: continue it with {resume}", path="runs/x", resume=("resume=True", "--resume"))
+        str(error)                 # 'runs/x: continue it with resume=True'
+        error.for_command_line()   # 'runs/x: continue it with --resume'
     """
 
-    def __init__(self, template: str, **settings: tuple[str, str]):
+    def __init__(self, template: str, **settings: Any):
         self.template = template
-        self.settings = settings
-        super().__init__(template.format(**{name: python for name, (python, _) in settings.items()}))
+        self.settings = {name: spelled if isinstance(spelled, tuple) else (spelled, spelled)
+                         for name, spelled in settings.items()}
+        super().__init__(template.format(**{name: python for name, (python, _) in self.settings.items()}))
 
     def for_command_line(self) -> str:
         """The message with the settings spelled as command-line flags."""
         return self.template.format(**{name: flag for name, (_, flag) in self.settings.items()})
+
+
+def command_line_message(error: BaseException) -> str:
+    """``error``'s message on one line, settings spelled as flags (:class:`OptionError`): what a
+    command line prints."""
+    text = error.for_command_line() if isinstance(error, OptionError) else str(error)
+    return " ".join(text.splitlines())
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

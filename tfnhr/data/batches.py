@@ -84,7 +84,7 @@ def steps_per_epoch(pixels: Sequence[int], budget: int, workers: int = 1) -> int
     if budget < 2 * largest:
         raise OptionError("the pixel budget {budget} must hold two of the largest example ({largest} pixels): "
                           "raise the budget ({batch_pixels}) or scale the images down ({height})",
-                          budget=(str(budget),) * 2, largest=(str(largest),) * 2,
+                          budget=budget, largest=largest,
                           batch_pixels=("batch_pixels", "--batch-pixels"), height=("height", "--height"))
     return min(-(-(total + (workers - 1) * largest) // (workers * (budget - largest))), len(pixels))
 

@@ -207,7 +207,7 @@ def export_recognizer(model: CtcModel, out: str | Path, version: int | None = No
     target = out / str(version)
     if target.exists():
         raise OptionError("{target} exists already: choose another {version} or remove it",
-                          target=(str(target),) * 2, version=("version", "--version"))
+                          target=target, version=("version", "--version"))
     module = RecognizerExport(model)
     with plain_planner(model):  # the functions are traced while saving
         tf.saved_model.save(module, str(target), signatures={

@@ -337,8 +337,8 @@ def claim_run_folder(out: Path, resume: bool, overwrite: bool) -> None:
     earlier = [name for name in RUN_FILES if (out / name).exists()]
     if earlier and not resume and not overwrite:
         raise OptionError("{path} already holds a training run ({files}): continue it with {resume}, replace it "
-                          "with {overwrite}, or choose another {out}", path=(str(out),) * 2,
-                          files=(", ".join(earlier),) * 2, resume=("resume=True", "--resume"),
+                          "with {overwrite}, or choose another {out}", path=out,
+                          files=", ".join(earlier), resume=("resume=True", "--resume"),
                           overwrite=("overwrite=True", "--overwrite"), out=("out folder", "--out"))
 
 

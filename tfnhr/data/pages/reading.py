@@ -183,8 +183,8 @@ def seeded_split(page_ids: Sequence[str], seed: int) -> dict[str, set[str]]:
     one page); :class:`~tfnhr.config.options.OptionError` for fewer than 3 pages."""
     if len(page_ids) < len(SUBSETS):
         raise OptionError("a seeded split by page needs at least {needed} pages, got {got}; give {split} a folder "
-                          "with train/valid/test page-id lists", needed=(str(len(SUBSETS)),) * 2,
-                          got=(str(len(page_ids)),) * 2, split=("split", "--split"))
+                          "with train/valid/test page-id lists", needed=len(SUBSETS),
+                          got=len(page_ids), split=("split", "--split"))
     order = np.random.default_rng(seed).permutation(sorted(page_ids)).tolist()
     count = len(order)
     val = max(1, round(count * SEEDED_FRACTIONS[1]))

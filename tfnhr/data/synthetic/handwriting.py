@@ -175,7 +175,7 @@ def sample_texts(kind: str, count: int, rng: np.random.Generator, split: str = "
     min_chars = min(default_min, max_chars or default_min) if min_chars is None else min_chars
     max_chars = max(default_max, min_chars) if max_chars is None else max_chars
     if not 1 <= min_chars <= max_chars:
-        raise OptionError("need 1 <= {min_name} <= {max_name}, got {values}", values=(f"{min_chars}, {max_chars}",) * 2,
+        raise OptionError("need 1 <= {min_name} <= {max_name}, got {values}", values=f"{min_chars}, {max_chars}",
                           min_name=("min_chars", "--min-chars"), max_name=("max_chars", "--max-chars"))
     if kind == "lines":
         return [_line(_tokens(split), rng, min_chars, max_chars) for _ in range(count)]
