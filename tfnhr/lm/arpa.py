@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
+try:
+    import kenlm
+except ImportError:  # the lm extra is not installed: ARPA files are still written (tfnhr lm build)
+    kenlm = None
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 """The sentence start and end and the unknown-word tokens."""
@@ -47,11 +50,11 @@ def write_arpa(path: Path, words: list[str], logprobs: dict, backoffs: dict) -> 
         tmp.unlink(missing_ok=True)
 
 
-def load_arpa(path: str | Path) -> tuple[Any, set[str]]:
-    """The KenLM model (``kenlm.Model``; the ``lm`` extra) of the ARPA file at ``path`` and its
-    words (without ``<s>``, ``</s>``, ``<unk>``)."""
-    import kenlm
-
+def load_arpa(path: str | Path) -> tuple[kenlm.Model, set[str]]:
+    """The KenLM model of the ARPA file at ``path`` and its words (without ``<s>``, ``</s>``,
+    ``<unk>``); ``ModuleNotFoundError`` without KenLM (the ``lm`` extra)."""
+    if kenlm is None:
+        raise ModuleNotFoundError("reading an ARPA model needs kenlm (the lm extra)", name="kenlm")
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"language model file not found: {path}")
